@@ -1,0 +1,851 @@
+//! [`Bulkhead`]: how many calls to one external system may run at once.
+
+use core::fmt;
+
+use crate::sync::{const_fn, AtomicUsize, Ordering};
+
+mod error;
+#[cfg(feature = "alloc")]
+mod wait;
+mod word;
+
+pub use error::{AcquireError, ConfigError};
+#[cfg(feature = "alloc")]
+pub use wait::{Acquire, AcquireTimeout, AcquireUntil};
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+pub use wait::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
+
+use word::{AtomicWord, Word};
+
+/// A concurrency limit for one external system: at most `capacity` calls in
+/// flight, and a caller who finds it full fails fast or waits a short,
+/// bounded time — it never joins an unbounded queue.
+///
+/// Each call takes a [`Permit`] and gives it back when the permit is dropped:
+/// after success, after an error, during a panic's unwinding and when the
+/// future holding it is cancelled. One bulkhead per system, named after it
+/// (`"payments"`, `"inventory"`), so that a slow system fills only its own
+/// compartment.
+///
+/// | method | when no permit is free |
+/// |---|---|
+/// | [`try_acquire`](Self::try_acquire), [`try_acquire_many`](Self::try_acquire_many) | `Err(Full)` at once; needs no allocator |
+/// | [`acquire_timeout`](Self::acquire_timeout), [`acquire_until`](Self::acquire_until) | waits, then `Err(TimedOut)` |
+/// | [`acquire`](Self::acquire), [`acquire_many`](Self::acquire_many) | waits until a permit is free or the bulkhead is closed |
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::{AcquireError, Bulkhead};
+/// use watertight::clock::ManualClock;
+///
+/// static CLOCK: ManualClock = ManualClock::new();
+/// static PAYMENTS: Bulkhead<&ManualClock> = Bulkhead::new("payments", 2, &CLOCK);
+///
+/// let a = PAYMENTS.try_acquire().unwrap();
+/// let b = PAYMENTS.try_acquire().unwrap();
+/// assert_eq!(PAYMENTS.try_acquire().unwrap_err(), AcquireError::Full);
+/// drop(a);
+/// # futures_lite::future::block_on(async {
+/// // A short, bounded wait; a permit is free, so it succeeds at once.
+/// let c = PAYMENTS.acquire_timeout(Duration::from_millis(100)).await.unwrap();
+/// assert_eq!(PAYMENTS.in_flight(), 2);
+/// # drop((b, c));
+/// # });
+/// ```
+///
+/// # Fairness
+///
+/// Waiters are woken in the order they started waiting (event-listener's
+/// queue is FIFO). **A newcomer never takes a free permit while anyone is
+/// waiting**: `try_acquire` then fails with `Full` and a new `acquire*` queues
+/// behind the others, even if a permit has just been released and the woken
+/// waiter has not run yet.
+///
+/// The reason: a bulkhead's waits are short and bounded. With barging, a
+/// steady stream of newcomers can keep taking the permit that was released
+/// for a waiter, and that waiter then runs out its whole max wait and is
+/// rejected although permits kept coming free — the caller who asked first
+/// is the one refused. Without barging a waiter's wait is bounded by the
+/// permits released ahead of it, which is what a max wait is sized on. The
+/// price is a little throughput under contention (a released permit stays
+/// idle until the woken task runs), which the benchmarks measure.
+///
+/// Two refinements: a waiter for several permits that is woken while too few
+/// are free re-queues (at the back of event-listener's queue) instead of
+/// holding the head, so it cannot block single-permit waiters forever; and a
+/// waiter that loses a permit it was woken for (to another woken waiter, in
+/// a rare race between a release and a cancellation) re-queues as well.
+///
+/// # Capacity changes and closing
+///
+/// [`resize`](Self::resize) grows or shrinks the capacity without blocking.
+/// After a shrink no permit is granted until in flight is below the new
+/// capacity; permits already out stay valid and are simply returned. A waiter
+/// that asks for more than the new capacity fails with
+/// [`ExceedsCapacity`](AcquireError::ExceedsCapacity).
+/// [`close`](Self::close) fails every waiter and every later acquire with
+/// [`Closed`](AcquireError::Closed); permits already out stay valid.
+///
+/// # Counters
+///
+/// [`metrics`](Self::metrics) returns accepted, rejected by cause (full, timed
+/// out, closed), cancelled waits, peak in flight, in flight and waiting.
+/// What the hot path pays for them: accepted rides in the same
+/// compare-and-swap that takes the permit (its low bits live in the state
+/// word, with a carry to a cold counter every 64 acquisitions), in flight is
+/// derived from the state word, the peak is a plain load that becomes a
+/// `fetch_max` only when the peak grows, and rejections and cancellations are
+/// counted on their own (cold) cache line. All counters wrap at `usize::MAX`.
+///
+/// # Memory ordering
+///
+/// Taking a permit is an `Acquire` operation and giving one back is a
+/// `Release` operation on the state word: everything a permit holder did
+/// before dropping its permit happens-before whatever the next holder of
+/// that permit does after taking it, like a mutex handing over.
+///
+/// # Limits
+///
+/// At most [`MAX_PERMITS`](Self::MAX_PERMITS) permits (1 048 575; 1023 on
+/// targets without 64-bit atomics) and [`MAX_WAITERS`](Self::MAX_WAITERS)
+/// waiting tasks at once (65 535; 255 there) — one more waiter is refused as
+/// [`Full`](AcquireError::Full), which a bulkhead that is meant not to queue
+/// should never approach.
+#[repr(C)]
+pub struct Bulkhead<C> {
+    hot: Hot,
+    cold: Cold,
+    name: &'static str,
+    clock: C,
+}
+
+/// What every acquire and release touches, on one cache line of its own.
+#[repr(C, align(64))]
+struct Hot {
+    word: AtomicWord,
+    peak: AtomicUsize,
+    #[cfg(feature = "alloc")]
+    event: event_listener::Event,
+}
+
+/// What only rejections, cancellations, carries and readers touch.
+#[repr(C)]
+struct Cold {
+    accepted_carry: AtomicUsize,
+    accepted_seen: AtomicUsize,
+    rejected_full: AtomicUsize,
+    rejected_timed_out: AtomicUsize,
+    rejected_closed: AtomicUsize,
+    cancelled: AtomicUsize,
+}
+
+/// A snapshot of a bulkhead's counters, from [`Bulkhead::metrics`].
+///
+/// Each field is read separately, so a snapshot taken under load is not an
+/// atomic picture of all of them at one instant; `capacity`, `in_flight`,
+/// `available` and `waiting` do come from one atomic read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BulkheadMetrics {
+    /// The bulkhead's name.
+    pub name: &'static str,
+    /// Current capacity.
+    pub capacity: usize,
+    /// Permits held right now.
+    pub in_flight: usize,
+    /// Permits free right now (zero while in flight exceeds a shrunk capacity).
+    pub available: usize,
+    /// Tasks waiting for a permit right now.
+    pub waiting: usize,
+    /// The most permits ever held at once.
+    pub peak_in_flight: usize,
+    /// Acquisitions granted (an `acquire_many(n)` counts once). Never decreases.
+    pub accepted: usize,
+    /// Refused because no permit was free and the caller would not wait, or
+    /// the wait queue was full.
+    pub rejected_full: usize,
+    /// Refused because the wait reached its deadline.
+    pub rejected_timed_out: usize,
+    /// Refused because the bulkhead was closed.
+    pub rejected_closed: usize,
+    /// Waits abandoned by dropping the acquire future (not rejections).
+    pub cancelled_waits: usize,
+}
+
+impl BulkheadMetrics {
+    /// All rejections together.
+    pub fn rejected(&self) -> usize {
+        self.rejected_full
+            .wrapping_add(self.rejected_timed_out)
+            .wrapping_add(self.rejected_closed)
+    }
+}
+
+impl<C> Bulkhead<C> {
+    /// The largest capacity a bulkhead can have on this target.
+    pub const MAX_PERMITS: usize = word::MAX_PERMITS;
+    /// The most tasks that may wait at once on this target.
+    pub const MAX_WAITERS: usize = word::MAX_WAITERS;
+
+    const_fn! {
+        /// A bulkhead named `name` with `max_concurrent` permits, reading time from
+        /// `clock`. `const`, so it can live in a `static`.
+        ///
+        /// # Panics
+        ///
+        /// If `max_concurrent` is zero or above [`MAX_PERMITS`](Self::MAX_PERMITS).
+        /// In a `static` or `const` that is a compile-time error; for values
+        /// known only at run time use [`try_new`](Self::try_new).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// static INVENTORY: Bulkhead<StdClock> = Bulkhead::new("inventory", 16, StdClock);
+        /// assert_eq!(INVENTORY.capacity(), 16);
+        /// assert_eq!(INVENTORY.name(), "inventory");
+        /// ```
+        ///
+        /// ```compile_fail
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// static NONE: Bulkhead<StdClock> = Bulkhead::new("none", 0, StdClock);
+        /// ```
+        pub const fn new(name: &'static str, max_concurrent: usize, clock: C) -> Self {
+            assert!(max_concurrent != 0, "bulkhead capacity must be at least 1");
+            assert!(
+                max_concurrent <= word::MAX_PERMITS,
+                "bulkhead capacity is above Bulkhead::MAX_PERMITS"
+            );
+            Self::build(name, max_concurrent, clock)
+        }
+    }
+
+    /// Like [`new`](Self::new), for capacities read from configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroCapacity`] for zero, [`ConfigError::CapacityTooLarge`]
+    /// above [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{Bulkhead, ConfigError};
+    /// use watertight::clock::StdClock;
+    ///
+    /// let configured = 0; // e.g. from an environment variable
+    /// let err = Bulkhead::try_new("orders", configured, StdClock).unwrap_err();
+    /// assert_eq!(err, ConfigError::ZeroCapacity);
+    /// ```
+    pub fn try_new(
+        name: &'static str,
+        max_concurrent: usize,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        check_capacity(max_concurrent)?;
+        Ok(Self::build(name, max_concurrent, clock))
+    }
+
+    const_fn! {
+        const fn build(name: &'static str, max_concurrent: usize, clock: C) -> Self {
+            Bulkhead {
+                hot: Hot {
+                    word: AtomicWord::new(word::initial(max_concurrent)),
+                    peak: AtomicUsize::new(0),
+                    #[cfg(feature = "alloc")]
+                    event: event_listener::Event::new(),
+                },
+                cold: Cold {
+                    accepted_carry: AtomicUsize::new(0),
+                    accepted_seen: AtomicUsize::new(0),
+                    rejected_full: AtomicUsize::new(0),
+                    rejected_timed_out: AtomicUsize::new(0),
+                    rejected_closed: AtomicUsize::new(0),
+                    cancelled: AtomicUsize::new(0),
+                },
+                name,
+                clock,
+            }
+        }
+    }
+
+    /// The name given at construction, for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The clock this bulkhead measures waits with.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Takes one permit if one is free and nobody is waiting; never waits.
+    ///
+    /// Needs no allocator, so it is the whole bulkhead on firmware without a
+    /// heap.
+    ///
+    /// # Errors
+    ///
+    /// [`Full`](AcquireError::Full) if no permit is free or tasks are waiting
+    /// (see [Fairness](Self#fairness)); [`Closed`](AcquireError::Closed) after
+    /// [`close`](Self::close); [`ExceedsCapacity`](AcquireError::ExceedsCapacity)
+    /// only if [`Permit::forget`] has brought the capacity to zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{AcquireError, Bulkhead};
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("search", 1, StdClock);
+    /// let p = b.try_acquire().unwrap();
+    /// assert_eq!(b.try_acquire().unwrap_err(), AcquireError::Full);
+    /// drop(p);
+    /// assert!(b.try_acquire().is_ok());
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, C>, AcquireError> {
+        self.try_acquire_many(1)
+    }
+
+    /// Takes `n` permits at once if they are free and nobody is waiting; never
+    /// waits. `n == 0` gives an empty permit unless the bulkhead is closed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire), and
+    /// [`ExceedsCapacity`](AcquireError::ExceedsCapacity) if `n` is more than
+    /// the capacity (an error in the request, not a rejection: it is not
+    /// counted as one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{AcquireError, Bulkhead};
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("batch", 4, StdClock);
+    /// let three = b.try_acquire_many(3).unwrap();
+    /// assert_eq!(three.count(), 3);
+    /// assert_eq!(b.try_acquire_many(2).unwrap_err(), AcquireError::Full);
+    /// assert_eq!(
+    ///     b.try_acquire_many(5).unwrap_err(),
+    ///     AcquireError::ExceedsCapacity { requested: 5, capacity: 4 }
+    /// );
+    /// ```
+    #[inline]
+    pub fn try_acquire_many(&self, n: usize) -> Result<Permit<'_, C>, AcquireError> {
+        match self.take(n, Mode::Newcomer) {
+            Ok(()) => Ok(Permit { bulkhead: self, n }),
+            Err(e) => Err(self.count_rejection(e)),
+        }
+    }
+
+    /// Free permits right now (zero while in flight exceeds a shrunk capacity).
+    pub fn available(&self) -> usize {
+        word::available(self.load()).max(0) as usize
+    }
+
+    /// Permits held right now.
+    pub fn in_flight(&self) -> usize {
+        word::in_flight(self.load())
+    }
+
+    /// The current capacity.
+    pub fn capacity(&self) -> usize {
+        word::capacity(self.load())
+    }
+
+    /// Tasks waiting for a permit right now.
+    pub fn waiting(&self) -> usize {
+        word::waiters(self.load())
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        word::closed(self.load())
+    }
+
+    /// A snapshot of the counters; see [Counters](Self#counters).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("ledger", 1, StdClock);
+    /// let p = b.try_acquire().unwrap();
+    /// let _ = b.try_acquire();
+    /// drop(p);
+    /// let m = b.metrics();
+    /// assert_eq!((m.accepted, m.rejected_full, m.peak_in_flight, m.in_flight), (1, 1, 1, 0));
+    /// ```
+    pub fn metrics(&self) -> BulkheadMetrics {
+        let w = self.load();
+        BulkheadMetrics {
+            name: self.name,
+            capacity: word::capacity(w),
+            in_flight: word::in_flight(w),
+            available: word::available(w).max(0) as usize,
+            waiting: word::waiters(w),
+            peak_in_flight: self.hot.peak.load(Ordering::Relaxed),
+            accepted: self.accepted_from(w),
+            rejected_full: self.cold.rejected_full.load(Ordering::Relaxed),
+            rejected_timed_out: self.cold.rejected_timed_out.load(Ordering::Relaxed),
+            rejected_closed: self.cold.rejected_closed.load(Ordering::Relaxed),
+            cancelled_waits: self.cold.cancelled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Changes the capacity, without blocking; returns the old one.
+    ///
+    /// Growing frees the new permits at once (waking waiters). Shrinking below
+    /// what is in flight takes effect as permits come back: none is granted
+    /// until in flight is below the new capacity. Waiters that ask for more
+    /// than the new capacity fail with
+    /// [`ExceedsCapacity`](AcquireError::ExceedsCapacity).
+    ///
+    /// # Errors
+    ///
+    /// The same [`ConfigError`]s as [`try_new`](Self::try_new); the capacity is
+    /// then unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("search", 3, StdClock);
+    /// let held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    /// assert_eq!(b.resize(1), Ok(3));
+    /// drop(held.into_iter().take(2).collect::<Vec<_>>()); // two come back, one still out
+    /// assert!(b.try_acquire().is_err()); // in flight (1) is not below capacity (1)
+    /// ```
+    pub fn resize(&self, new_capacity: usize) -> Result<usize, ConfigError> {
+        check_capacity(new_capacity)?;
+        let old = self.update(|w| {
+            let in_flight = word::in_flight(w) as i64;
+            word::with_capacity(w, new_capacity, new_capacity as i64 - in_flight)
+        });
+        if word::waiters(old) > 0 {
+            self.notify_all();
+        }
+        Ok(word::capacity(old))
+    }
+
+    /// Closes the bulkhead: every waiter and every later acquire fails with
+    /// [`Closed`](AcquireError::Closed). Permits already held stay valid and
+    /// are returned as usual. Returns whether this call closed it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{AcquireError, Bulkhead};
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("legacy", 2, StdClock);
+    /// assert!(b.close());
+    /// assert!(!b.close());
+    /// assert_eq!(b.try_acquire().unwrap_err(), AcquireError::Closed);
+    /// ```
+    pub fn close(&self) -> bool {
+        let old = self.hot.word.fetch_or(word::CLOSED, Ordering::AcqRel);
+        self.notify_all();
+        !word::closed(old)
+    }
+
+    #[inline]
+    fn load(&self) -> Word {
+        self.hot.word.load(Ordering::Acquire)
+    }
+
+    /// Applies `f` to the word in a CAS loop; returns the word before the change.
+    fn update(&self, mut f: impl FnMut(Word) -> Word) -> Word {
+        let mut cur = self.hot.word.load(Ordering::Relaxed);
+        loop {
+            let next = f(cur);
+            match self.hot.word.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(prev) => return prev,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Takes `n` permits if the rules allow. A `Waiter` (already registered
+    /// and woken) may take free permits regardless of other waiters, and on
+    /// success stops being registered; a `Newcomer` may not while anyone waits.
+    #[inline]
+    fn take(&self, n: usize, mode: Mode) -> Result<(), AcquireError> {
+        let mut cur = self.hot.word.load(Ordering::Relaxed);
+        loop {
+            if word::closed(cur) {
+                return Err(AcquireError::Closed);
+            }
+            let cap = word::capacity(cur);
+            if n > cap {
+                return Err(AcquireError::ExceedsCapacity {
+                    requested: n,
+                    capacity: cap,
+                });
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            if word::available(cur) < n as i64
+                || (matches!(mode, Mode::Newcomer) && word::waiters(cur) > 0)
+            {
+                return Err(AcquireError::Full);
+            }
+            let (mut next, carried) = word::take(cur, n);
+            if let Mode::Waiter = mode {
+                next -= word::ONE_WAITER;
+            }
+            match self.hot.word.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.after_take(next, carried, mode);
+                    return Ok(());
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    #[inline]
+    fn after_take(&self, next: Word, carried: bool, mode: Mode) {
+        if carried {
+            self.cold
+                .accepted_carry
+                .fetch_add(word::COUNT_PERIOD, Ordering::Release);
+        }
+        let in_flight = word::in_flight(next);
+        if in_flight > self.hot.peak.load(Ordering::Relaxed) {
+            self.hot.peak.fetch_max(in_flight, Ordering::Relaxed);
+        }
+        // A woken waiter that leaves permits free passes the wake-up on, so
+        // permits released in a batch reach as many waiters as they can serve.
+        #[cfg(feature = "alloc")]
+        if let Mode::Waiter = mode {
+            if word::available(next) > 0 && word::waiters(next) > 0 {
+                self.hot.event.notify(1);
+            }
+        }
+        #[cfg(not(feature = "alloc"))]
+        let _ = mode;
+    }
+
+    /// Gives `n` permits back: one atomic add, plus a wake-up only when a task
+    /// is registered as waiting.
+    #[inline]
+    fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let old = self
+            .hot
+            .word
+            .fetch_add(word::permits(n), Ordering::AcqRel);
+        #[cfg(feature = "alloc")]
+        if word::waiters(old) > 0 {
+            self.hot.event.notify(n);
+        }
+        #[cfg(not(feature = "alloc"))]
+        let _ = old;
+    }
+
+    /// Removes `n` held permits from the bulkhead for good (`Permit::forget`).
+    fn forget(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.update(|w| {
+            let in_flight = word::in_flight(w).saturating_sub(n);
+            let cap = word::capacity(w).saturating_sub(n);
+            word::with_capacity(w, cap, cap as i64 - in_flight as i64)
+        });
+    }
+
+    fn accepted_from(&self, w: Word) -> usize {
+        let carry = self.cold.accepted_carry.load(Ordering::Acquire);
+        let total = carry.wrapping_add(word::count(w));
+        // A reader between a wrapping CAS and its carry would see up to one
+        // period too little; never report less than what was reported before.
+        let seen = self.cold.accepted_seen.fetch_max(total, Ordering::Relaxed);
+        total.max(seen)
+    }
+
+    #[cold]
+    fn count_rejection(&self, e: AcquireError) -> AcquireError {
+        let counter = match e {
+            AcquireError::Full => &self.cold.rejected_full,
+            AcquireError::TimedOut => &self.cold.rejected_timed_out,
+            AcquireError::Closed => &self.cold.rejected_closed,
+            AcquireError::ExceedsCapacity { .. } => return e,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        e
+    }
+
+    fn notify_all(&self) {
+        #[cfg(feature = "alloc")]
+        self.hot.event.notify(usize::MAX);
+    }
+}
+
+fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
+    if capacity == 0 {
+        return Err(ConfigError::ZeroCapacity);
+    }
+    if capacity > word::MAX_PERMITS {
+        return Err(ConfigError::CapacityTooLarge {
+            requested: capacity,
+            max: word::MAX_PERMITS,
+        });
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Newcomer,
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    Waiter,
+}
+
+impl<C> fmt::Debug for Bulkhead<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = self.load();
+        f.debug_struct("Bulkhead")
+            .field("name", &self.name)
+            .field("capacity", &word::capacity(w))
+            .field("in_flight", &word::in_flight(w))
+            .field("waiting", &word::waiters(w))
+            .field("closed", &word::closed(w))
+            .finish()
+    }
+}
+
+/// One or more permits of a [`Bulkhead`], given back when dropped.
+///
+/// Dropping returns the permits on every path out of the guarded code: a
+/// normal return, `?`, a panic's unwinding, or cancellation of the future
+/// that holds it.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::Bulkhead;
+/// use watertight::clock::StdClock;
+///
+/// let b = Bulkhead::new("db", 1, StdClock);
+/// let result: Result<(), &str> = (|| {
+///     let _permit = b.try_acquire().map_err(|_| "busy")?;
+///     Err("the call failed")
+/// })();
+/// assert!(result.is_err());
+/// assert_eq!(b.available(), 1); // the error path gave the permit back
+/// ```
+#[must_use = "the permit is released as soon as it is dropped"]
+#[clippy::has_significant_drop]
+pub struct Permit<'a, C> {
+    bulkhead: &'a Bulkhead<C>,
+    n: usize,
+}
+
+impl<'a, C> Permit<'a, C> {
+    /// How many permits this guard holds.
+    pub fn count(&self) -> usize {
+        self.n
+    }
+
+    /// The bulkhead the permits belong to.
+    pub fn bulkhead(&self) -> &'a Bulkhead<C> {
+        self.bulkhead
+    }
+
+    /// Gives the permits up for good: they are removed from the capacity (as
+    /// tokio's `SemaphorePermit::forget` removes them from the semaphore) and
+    /// in flight drops by as many. Use [`Bulkhead::resize`] to restore them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("db", 3, StdClock);
+    /// b.try_acquire().unwrap().forget();
+    /// assert_eq!((b.capacity(), b.in_flight(), b.available()), (2, 0, 2));
+    /// ```
+    pub fn forget(self) {
+        let this = core::mem::ManuallyDrop::new(self);
+        this.bulkhead.forget(this.n);
+    }
+}
+
+impl<C> Drop for Permit<'_, C> {
+    #[inline]
+    fn drop(&mut self) {
+        self.bulkhead.release(self.n);
+    }
+}
+
+impl<C> fmt::Debug for Permit<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("bulkhead", &self.bulkhead.name)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+pub use owned::OwnedPermit;
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+mod owned {
+    use alloc::sync::Arc;
+    use core::fmt;
+
+    use super::{AcquireError, Bulkhead, Mode};
+
+    /// Permits that own an `Arc` of their [`Bulkhead`], so they can move into
+    /// a spawned task (`'static`). Given back when dropped, like [`Permit`](super::Permit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Arc::new(Bulkhead::new("jobs", 1, StdClock));
+    /// let permit = b.try_acquire_owned().unwrap();
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(b.available(), 1);
+    /// ```
+    #[must_use = "the permit is released as soon as it is dropped"]
+    #[clippy::has_significant_drop]
+    pub struct OwnedPermit<C> {
+        bulkhead: Arc<Bulkhead<C>>,
+        n: usize,
+    }
+
+    impl<C> OwnedPermit<C> {
+        pub(super) fn new(bulkhead: Arc<Bulkhead<C>>, n: usize) -> Self {
+            OwnedPermit { bulkhead, n }
+        }
+
+        /// How many permits this guard holds.
+        pub fn count(&self) -> usize {
+            self.n
+        }
+
+        /// The bulkhead the permits belong to.
+        pub fn bulkhead(&self) -> &Arc<Bulkhead<C>> {
+            &self.bulkhead
+        }
+
+        /// Gives the permits up for good, as [`Permit::forget`](super::Permit::forget).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// let b = Arc::new(Bulkhead::new("db", 2, StdClock));
+        /// b.try_acquire_owned().unwrap().forget();
+        /// assert_eq!(b.capacity(), 1);
+        /// ```
+        pub fn forget(mut self) {
+            let n = core::mem::take(&mut self.n);
+            self.bulkhead.forget(n);
+        }
+    }
+
+    impl<C> Drop for OwnedPermit<C> {
+        #[inline]
+        fn drop(&mut self) {
+            self.bulkhead.release(self.n);
+        }
+    }
+
+    impl<C> fmt::Debug for OwnedPermit<C> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("OwnedPermit")
+                .field("bulkhead", &self.bulkhead.name)
+                .field("n", &self.n)
+                .finish()
+        }
+    }
+
+    impl<C> Bulkhead<C> {
+        /// [`try_acquire`](Bulkhead::try_acquire) for an `Arc`'d bulkhead: the
+        /// permit is `'static` and can move into a spawned task.
+        ///
+        /// # Errors
+        ///
+        /// As [`try_acquire`](Bulkhead::try_acquire).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// let b = Arc::new(Bulkhead::new("jobs", 1, StdClock));
+        /// let p = b.try_acquire_owned().unwrap();
+        /// assert!(b.try_acquire_owned().is_err());
+        /// drop(p);
+        /// ```
+        pub fn try_acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit<C>, AcquireError> {
+            self.try_acquire_many_owned(1)
+        }
+
+        /// [`try_acquire_many`](Bulkhead::try_acquire_many) for an `Arc`'d bulkhead.
+        ///
+        /// # Errors
+        ///
+        /// As [`try_acquire_many`](Bulkhead::try_acquire_many).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// let b = Arc::new(Bulkhead::new("jobs", 4, StdClock));
+        /// assert_eq!(b.try_acquire_many_owned(3).unwrap().count(), 3);
+        /// ```
+        pub fn try_acquire_many_owned(
+            self: &Arc<Self>,
+            n: usize,
+        ) -> Result<OwnedPermit<C>, AcquireError> {
+            match self.take(n, Mode::Newcomer) {
+                Ok(()) => Ok(OwnedPermit::new(Arc::clone(self), n)),
+                Err(e) => Err(self.count_rejection(e)),
+            }
+        }
+    }
+}

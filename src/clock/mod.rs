@@ -1,0 +1,227 @@
+//! Time, as the primitives see it: a [`Clock`] that reads a monotonic
+//! [`Instant`], and a [`Timer`] that can also wake a task at one.
+//!
+//! Every time-based type in this crate is generic over its clock instead of
+//! reading a global one. That costs a type parameter, and buys three things:
+//! tests run on [`ManualClock`] with no real sleeps and exact answers; the same
+//! bulkhead runs on tokio, smol, async-std or embassy by swapping a zero-sized
+//! clock type; and nothing needs to be linked in by a `#[global]` hook (the
+//! opposite trade from embassy-time's driver, which suits a single-executor
+//! firmware but not a library used on several runtimes in one process).
+//!
+//! | clock | feature | where its time comes from | [`Timer`] |
+//! |---|---|---|---|
+//! | [`ManualClock`] | always | a counter moved by [`ManualClock::advance`] | `&ManualClock`, `Arc<ManualClock>` with `alloc` |
+//! | `StdClock` | `std` | `std::time::Instant` | no (no runtime to wake tasks) |
+//! | `TokioClock` | `tokio` | `tokio::time::Instant` (honours paused time) | yes |
+//! | `AsyncIoClock` | `async-io` | `std::time::Instant`, `async_io::Timer` | yes |
+//! | `EmbassyClock` | `embassy` | `embassy_time::Instant` | yes |
+
+use core::fmt;
+use core::future::Future;
+use core::ops::{Add, Sub};
+use core::time::Duration;
+
+mod manual;
+pub use manual::ManualClock;
+#[cfg(feature = "alloc")]
+pub use manual::ManualSleep;
+
+#[cfg(feature = "std")]
+mod std_clock;
+#[cfg(feature = "std")]
+pub use std_clock::StdClock;
+
+#[cfg(feature = "tokio")]
+mod tokio_clock;
+#[cfg(feature = "tokio")]
+pub use tokio_clock::TokioClock;
+
+#[cfg(feature = "async-io")]
+mod async_io_clock;
+#[cfg(feature = "async-io")]
+pub use async_io_clock::{AsyncIoClock, AsyncIoSleep};
+
+#[cfg(feature = "embassy")]
+mod embassy_clock;
+#[cfg(feature = "embassy")]
+pub use embassy_clock::EmbassyClock;
+
+/// A point in time on one [`Clock`]: whole nanoseconds since that clock's origin.
+///
+/// Instants of different clocks are not comparable; each clock fixes its own
+/// origin (the first read in the process for the std-based clocks, zero
+/// for a new [`ManualClock`], boot for embassy). A `u64` of nanoseconds spans 584 years,
+/// so arithmetic saturates rather than wraps, and never panics.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::Instant;
+///
+/// let t = Instant::from_nanos(1_500);
+/// assert_eq!(t + Duration::from_nanos(500), Instant::from_nanos(2_000));
+/// assert_eq!(t.saturating_duration_since(Instant::from_nanos(2_000)), Duration::ZERO);
+/// assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The clock's origin.
+    pub const ZERO: Instant = Instant(0);
+    /// The farthest representable instant; deadlines saturate here ("never").
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// An instant `nanos` nanoseconds after the origin.
+    pub const fn from_nanos(nanos: u64) -> Self {
+        Instant(nanos)
+    }
+
+    /// Nanoseconds since the origin.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// The time elapsed since the origin.
+    pub const fn since_origin(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    /// `self + d`, or `None` past [`Instant::MAX`] (the panic-free form of `+`
+    /// for callers who want to know).
+    pub fn checked_add(self, d: Duration) -> Option<Instant> {
+        let nanos = u64::try_from(d.as_nanos()).ok()?;
+        self.0.checked_add(nanos).map(Instant)
+    }
+
+    /// `self + d`, stopping at [`Instant::MAX`].
+    pub fn saturating_add(self, d: Duration) -> Instant {
+        self.checked_add(d).unwrap_or(Instant::MAX)
+    }
+
+    /// `self - d`, stopping at [`Instant::ZERO`].
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Instant(self.0.saturating_sub(nanos))
+    }
+
+    /// How long after `earlier` this instant is; zero if it is not after it.
+    pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at [`Instant::MAX`]; never panics.
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at [`Instant::ZERO`]; never panics.
+    fn sub(self, d: Duration) -> Instant {
+        self.saturating_sub(d)
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    /// Saturates at zero; never panics.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instant({:?})", self.since_origin())
+    }
+}
+
+/// A monotonic source of [`Instant`]s.
+///
+/// # Contract for implementors
+///
+/// - `now` **must** be monotonic: a later call on the same clock (from any
+///   thread) never returns an earlier instant than an earlier call.
+/// - `now` **must not** fail or panic, and must not block.
+/// - Instants count nanoseconds from an origin fixed for the clock's whole
+///   life; they must not overflow in the clock's lifetime (584 years of `u64`).
+/// - The clock may tick coarser than a nanosecond (embassy's default tick is
+///   1 µs); a deadline is then reached at the first tick at or after it.
+///
+/// Consumers rely on nothing else: no wall-clock meaning, no comparison across
+/// clocks.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, Instant, ManualClock};
+///
+/// fn age<C: Clock>(clock: &C, since: Instant) -> Duration {
+///     clock.now() - since
+/// }
+///
+/// let clock = ManualClock::new();
+/// let start = clock.now();
+/// clock.advance(Duration::from_millis(30));
+/// assert_eq!(age(&clock, start), Duration::from_millis(30));
+/// ```
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// A [`Clock`] that can also wake a task at an instant.
+///
+/// The returned [`Sleep`](Timer::Sleep) is a named type so that futures that
+/// hold one (such as [`AcquireUntil`](crate::futures::AcquireUntil)) can be
+/// named and stored.
+///
+/// # Contract for implementors
+///
+/// - The sleep completes at or after `deadline` by this clock's `now()`, never
+///   before; a deadline already passed completes on the first poll.
+/// - Dropping the sleep before it completes is allowed at any time and cancels
+///   the wake-up.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = &clock;
+/// let sleep = timer.sleep_until(timer.now() + Duration::from_millis(5));
+/// clock.advance(Duration::from_millis(5));
+/// futures_lite::future::block_on(sleep); // already due: completes at once
+/// ```
+pub trait Timer: Clock {
+    /// The future returned by [`sleep_until`](Timer::sleep_until).
+    type Sleep: Future<Output = ()>;
+
+    /// A future that completes once `now() >= deadline`.
+    fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
+    #[inline]
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}

@@ -1,0 +1,73 @@
+use std::sync::OnceLock;
+
+use super::{Clock, Instant, Timer};
+
+static ORIGIN: OnceLock<tokio::time::Instant> = OnceLock::new();
+
+fn origin() -> tokio::time::Instant {
+    *ORIGIN.get_or_init(tokio::time::Instant::now)
+}
+
+/// tokio's clock and timer: `tokio::time::Instant` and `tokio::time::Sleep`.
+///
+/// It honours tokio's paused time (`#[tokio::test(start_paused = true)]`,
+/// `tokio::time::pause`/`advance`): time read through it is the runtime's
+/// virtual time, and sleeps auto-advance with it. Its origin is the first
+/// read in the process; reads from a runtime whose clock started earlier
+/// saturate at [`Instant::ZERO`] until they pass it, which keeps them monotonic.
+///
+/// [`sleep_until`](Timer::sleep_until) must be called, and the sleep polled,
+/// inside a tokio runtime with the time driver enabled (tokio's own rule).
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, Timer, TokioClock};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let start = TokioClock.now();
+/// TokioClock.sleep_until(start + Duration::from_secs(5)).await; // paused: no real wait
+/// assert!(TokioClock.now() - start >= Duration::from_secs(5));
+/// # });
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokioClock;
+
+impl TokioClock {
+    /// The clock (it is zero-sized; `TokioClock` works as well).
+    pub const fn new() -> Self {
+        TokioClock
+    }
+}
+
+impl Clock for TokioClock {
+    #[inline]
+    fn now(&self) -> Instant {
+        let d = tokio::time::Instant::now().saturating_duration_since(origin());
+        Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+impl Timer for TokioClock {
+    type Sleep = tokio::time::Sleep;
+
+    fn sleep_until(&self, deadline: Instant) -> Self::Sleep {
+        let o = origin();
+        let at = o
+            .checked_add(deadline.since_origin())
+            .unwrap_or_else(|| tokio::time::Instant::far_future_from(o));
+        tokio::time::sleep_until(at)
+    }
+}
+
+trait FarFuture {
+    fn far_future_from(o: tokio::time::Instant) -> tokio::time::Instant;
+}
+
+impl FarFuture for tokio::time::Instant {
+    // tokio itself uses ~30 years as "never" for its timers.
+    fn far_future_from(o: tokio::time::Instant) -> tokio::time::Instant {
+        o + core::time::Duration::from_secs(86_400 * 365 * 30)
+    }
+}
