@@ -14,6 +14,7 @@ use core::fmt;
 /// use watertight::clock::StdClock;
 ///
 /// let b = Bulkhead::new("ml", 2, StdClock);
+/// assert!(AcquireError::Full.is_rejection());
 /// let err = b.try_acquire_many(3).unwrap_err();
 /// assert!(!err.is_rejection());
 /// assert_eq!(err.to_string(), "requested 3 permits but the bulkhead has only 2");

@@ -424,10 +424,12 @@ impl<C> Bulkhead<C> {
     /// use watertight::clock::StdClock;
     ///
     /// let b = Bulkhead::new("search", 3, StdClock);
-    /// let held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    /// let mut held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
     /// assert_eq!(b.resize(1), Ok(3));
-    /// drop(held.into_iter().take(2).collect::<Vec<_>>()); // two come back, one still out
+    /// held.truncate(1); // two come back, one is still out
     /// assert!(b.try_acquire().is_err()); // in flight (1) is not below capacity (1)
+    /// held.clear();
+    /// assert!(b.try_acquire().is_ok());
     /// ```
     pub fn resize(&self, new_capacity: usize) -> Result<usize, ConfigError> {
         check_capacity(new_capacity)?;
