@@ -98,9 +98,9 @@ mod sync;
 pub mod bulkhead;
 pub mod clock;
 
-pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use bulkhead::OwnedPermit;
+pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 
 /// The named futures returned by this crate's async methods, for storing them
 /// in structs or naming them in trait impls.

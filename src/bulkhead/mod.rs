@@ -560,10 +560,7 @@ impl<C> Bulkhead<C> {
         if n == 0 {
             return;
         }
-        let old = self
-            .hot
-            .word
-            .fetch_add(word::permits(n), Ordering::AcqRel);
+        let old = self.hot.word.fetch_add(word::permits(n), Ordering::AcqRel);
         #[cfg(feature = "alloc")]
         if word::waiters(old) > 0 {
             self.hot.event.notify(n);

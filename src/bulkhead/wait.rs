@@ -196,10 +196,7 @@ impl<C> Bulkhead<C> {
     /// Leaves the waiter count. If permits are free and others still wait,
     /// wakes one of them: the permits may have been released for us.
     fn deregister(&self) {
-        let old = self
-            .hot
-            .word
-            .fetch_sub(word::ONE_WAITER, Ordering::AcqRel);
+        let old = self.hot.word.fetch_sub(word::ONE_WAITER, Ordering::AcqRel);
         if word::available(old) > 0 && word::waiters(old) > 1 {
             self.hot.event.notify(1);
         }
@@ -474,10 +471,8 @@ impl<'a, C: Timer> Future for AcquireUntil<'a, C> {
         let this = self.project();
         let bh: &'a Bulkhead<C> = this.bulkhead;
         let n = this.waiter.n;
-        poll_until(bh, this.waiter, *this.deadline, this.sleep, cx).map_ok(|()| Permit {
-            bulkhead: bh,
-            n,
-        })
+        poll_until(bh, this.waiter, *this.deadline, this.sleep, cx)
+            .map_ok(|()| Permit { bulkhead: bh, n })
     }
 }
 
@@ -653,7 +648,10 @@ mod owned {
         /// assert_eq!(r.unwrap_err(), AcquireError::TimedOut);
         /// # });
         /// ```
-        pub fn acquire_owned_timeout(self: &Arc<Self>, max_wait: Duration) -> AcquireOwnedTimeout<C> {
+        pub fn acquire_owned_timeout(
+            self: &Arc<Self>,
+            max_wait: Duration,
+        ) -> AcquireOwnedTimeout<C> {
             self.acquire_owned_until(self.clock.now().saturating_add(max_wait))
         }
     }

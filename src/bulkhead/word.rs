@@ -62,7 +62,7 @@ pub(crate) const MAX_WAITERS: usize = WAITERS_MASK as usize;
 pub(crate) const COUNT_PERIOD: usize = 1 << COUNT_BITS;
 
 // The available field must hold -MAX_PERMITS..=MAX_PERMITS.
-const _: () = assert!(BIAS > MAX_PERMITS as i64 && AVAIL_BITS >= CAP_BITS + 1);
+const _: () = assert!(BIAS > MAX_PERMITS as i64 && AVAIL_BITS > CAP_BITS);
 
 /// The word of a fresh bulkhead with `capacity` permits, all free.
 pub(crate) const fn initial(capacity: usize) -> Word {
