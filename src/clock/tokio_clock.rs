@@ -54,20 +54,11 @@ impl Timer for TokioClock {
 
     fn sleep_until(&self, deadline: Instant) -> Self::Sleep {
         let o = origin();
+        // Past what `Instant` can hold, sleep "forever" as tokio itself does
+        // (about 30 years).
         let at = o
             .checked_add(deadline.since_origin())
-            .unwrap_or_else(|| tokio::time::Instant::far_future_from(o));
+            .unwrap_or_else(|| o + core::time::Duration::from_secs(86_400 * 365 * 30));
         tokio::time::sleep_until(at)
-    }
-}
-
-trait FarFuture {
-    fn far_future_from(o: tokio::time::Instant) -> tokio::time::Instant;
-}
-
-impl FarFuture for tokio::time::Instant {
-    // tokio itself uses ~30 years as "never" for its timers.
-    fn far_future_from(o: tokio::time::Instant) -> tokio::time::Instant {
-        o + core::time::Duration::from_secs(86_400 * 365 * 30)
     }
 }
