@@ -4,17 +4,30 @@ use super::{Clock, Instant, Timer};
 
 static ORIGIN: OnceLock<tokio::time::Instant> = OnceLock::new();
 
+/// The origin is taken from the real clock, not from a runtime's (possibly
+/// paused) clock, and back-dated by up to a day: a paused runtime's virtual
+/// time starts at the real time it was paused at, so any runtime created in
+/// the day before the first read still reads at or after the origin.
 fn origin() -> tokio::time::Instant {
-    *ORIGIN.get_or_init(tokio::time::Instant::now)
+    *ORIGIN.get_or_init(|| {
+        let real = std::time::Instant::now();
+        let back = [86_400, 3_600, 60, 1]
+            .iter()
+            .find_map(|&s| real.checked_sub(core::time::Duration::from_secs(s)))
+            .unwrap_or(real);
+        tokio::time::Instant::from_std(back)
+    })
 }
 
 /// tokio's clock and timer: `tokio::time::Instant` and `tokio::time::Sleep`.
 ///
 /// It honours tokio's paused time (`#[tokio::test(start_paused = true)]`,
 /// `tokio::time::pause`/`advance`): time read through it is the runtime's
-/// virtual time, and sleeps auto-advance with it. Its origin is the first
-/// read in the process; reads from a runtime whose clock started earlier
-/// saturate at [`Instant::ZERO`] until they pass it, which keeps them monotonic.
+/// virtual time, and sleeps auto-advance with it. Its origin is fixed per
+/// process, on the real clock, up to a day before the first read, so
+/// runtimes paused and unpaused in one process (as in one test binary) all
+/// read at or after it; a read before the origin would saturate at
+/// [`Instant::ZERO`], which keeps the clock monotonic.
 ///
 /// [`sleep_until`](Timer::sleep_until) must be called, and the sleep polled,
 /// inside a tokio runtime with the time driver enabled (tokio's own rule).
