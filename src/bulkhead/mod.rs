@@ -72,11 +72,23 @@ use word::{AtomicWord, Word};
 /// price is a little throughput under contention (a released permit stays
 /// idle until the woken task runs), which the benchmarks measure.
 ///
-/// Two refinements: a waiter for several permits that is woken while too few
-/// are free re-queues (at the back of event-listener's queue) instead of
-/// holding the head, so it cannot block single-permit waiters forever; and a
-/// waiter that loses a permit it was woken for (to another woken waiter, in
-/// a rare race between a release and a cancellation) re-queues as well.
+/// Requests for several permits (`acquire_many`) are the exception to
+/// strict arrival order. A waiter for several permits that is woken while
+/// too few are free hands its wake-up to the next waiter and queues again
+/// (at the back), so single-permit waiters behind it are served with the
+/// permits that are free instead of sleeping next to them. tokio's
+/// semaphore makes the other choice — everyone waits behind the big
+/// request — which for a bulkhead, where the small requests are nearly all
+/// of the traffic and each has a short max wait, would turn one large
+/// request into a burst of timeouts. The cost: a large request can wait
+/// longer under a steady stream of small ones. Wake-ups are handed on at
+/// most once per state of the bulkhead, so waiters that all want more than
+/// is free do not wake each other in a loop.
+///
+/// In a rare race (a release, a cancellation and a newcomer at once) two
+/// woken waiters can compete for one permit; the loser queues again at the
+/// back. No permit is lost and no waiter is stranded: the loom models in
+/// `tests/loom.rs` check both.
 ///
 /// # Capacity changes and closing
 ///
@@ -546,7 +558,7 @@ impl<C> Bulkhead<C> {
         #[cfg(feature = "alloc")]
         if let Mode::Waiter = mode {
             if word::available(next) > 0 && word::waiters(next) > 0 {
-                self.hot.event.notify(1);
+                self.wake_more(1);
             }
         }
         #[cfg(not(feature = "alloc"))]
@@ -563,7 +575,7 @@ impl<C> Bulkhead<C> {
         let old = self.hot.word.fetch_add(word::permits(n), Ordering::AcqRel);
         #[cfg(feature = "alloc")]
         if word::waiters(old) > 0 {
-            self.hot.event.notify(n);
+            self.wake_more(n);
         }
         #[cfg(not(feature = "alloc"))]
         let _ = old;
@@ -600,6 +612,15 @@ impl<C> Bulkhead<C> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         e
+    }
+
+    /// Wakes `n` more waiters than are already woken (event-listener's
+    /// "additional" notification): each wake-up is meant for a waiter that
+    /// has not been told yet, not absorbed by one already woken.
+    #[cfg(feature = "alloc")]
+    fn wake_more(&self, n: usize) {
+        use event_listener::IntoNotification;
+        self.hot.event.notify(n.additional());
     }
 
     fn notify_all(&self) {

@@ -25,6 +25,8 @@ use crate::sync::Ordering;
 pub(super) struct Waiter {
     n: usize,
     state: State,
+    /// The state word at which this waiter last passed a wake-up on.
+    passed_at: Option<word::Word>,
 }
 
 #[derive(Debug)]
@@ -42,6 +44,7 @@ impl Waiter {
         Waiter {
             n,
             state: State::Start,
+            passed_at: None,
         }
     }
 
@@ -80,24 +83,56 @@ impl Waiter {
                     if let Some(listener) = slot {
                         match Pin::new(listener).poll(cx) {
                             Poll::Pending => return Poll::Pending,
-                            Poll::Ready(()) => {}
+                            Poll::Ready(()) => *slot = None,
+                        }
+                        // Woken: look before listening again.
+                        match bh.take(self.n, Mode::Waiter) {
+                            Ok(()) => return self.finish(bh, Ok(())),
+                            Err(AcquireError::Full) => {
+                                let w = bh.hot.word.load(Ordering::Acquire);
+                                self.pass_on(bh, w);
+                            }
+                            Err(e) => return self.leave(bh, Err(e)),
                         }
                     }
-                    // Woken. Arm a fresh listener before looking, so a release
-                    // between the look and the next poll is not missed.
-                    *slot = Some(bh.hot.event.listen());
+                    // Arm a fresh listener, then look again: a release between
+                    // the look above and the next poll is not missed.
+                    self.state = State::Waiting(Some(bh.hot.event.listen()));
                     match bh.take(self.n, Mode::Waiter) {
                         Ok(()) => return self.finish(bh, Ok(())),
                         Err(AcquireError::Full) => {}
-                        Err(e) => {
-                            bh.deregister();
-                            return self.finish(bh, Err(e));
-                        }
+                        Err(e) => return self.leave(bh, Err(e)),
                     }
                 }
                 State::Done => panic!("acquire future polled after completion"),
             }
         }
+    }
+
+    /// A woken waiter that cannot use the free permits (it wants more than
+    /// are free, or lost them to another woken waiter) hands its wake-up to
+    /// the next waiter, who may want fewer: otherwise a single-permit waiter
+    /// would sleep behind it while a permit is free.
+    ///
+    /// It passes at most once per state of the word: waiters that all want
+    /// more than is free hand the wake-up round the queue once and then
+    /// sleep until the word changes (a release, a take, a waiter arriving or
+    /// leaving), instead of waking each other forever.
+    fn pass_on<C>(&mut self, bh: &Bulkhead<C>, w: word::Word) {
+        if word::available(w) > 0 && word::waiters(w) > 1 && self.passed_at != Some(w) {
+            self.passed_at = Some(w);
+            bh.wake_more(1);
+        }
+    }
+
+    /// Leaves the queue with an error (closed, or above a shrunk capacity).
+    fn leave<C>(
+        &mut self,
+        bh: &Bulkhead<C>,
+        r: Result<(), AcquireError>,
+    ) -> Poll<Result<(), AcquireError>> {
+        bh.deregister();
+        self.finish(bh, r)
     }
 
     fn finish<C>(
@@ -118,7 +153,9 @@ impl Waiter {
     }
 
     /// Called from the futures' `Drop`: a wait abandoned while registered is
-    /// counted as cancelled and leaves the queue, passing on any wake-up.
+    /// counted as cancelled and leaves the queue. If it had been woken and
+    /// not yet run, dropping its listener hands that wake-up to the next
+    /// waiter (event-listener propagates a notification of a dropped listener).
     fn cancel<C>(&mut self, bh: &Bulkhead<C>) {
         if let State::Waiting(listener) = core::mem::replace(&mut self.state, State::Done) {
             drop(listener);
@@ -160,7 +197,17 @@ impl<C> Bulkhead<C> {
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return Ok(Registered::Waiting),
+                    Ok(_) => {
+                        // Permits are free, yet we queue: the waiters ahead
+                        // want more than is free, or one was woken and has not
+                        // run yet. Make sure at least one waiter is awake to
+                        // look (a no-op in the second case); one who cannot
+                        // use them passes the wake-up on, down to us.
+                        if word::available(next) > 0 {
+                            self.hot.event.notify(1);
+                        }
+                        return Ok(Registered::Waiting);
+                    }
                     Err(actual) => cur = actual,
                 },
             }

@@ -1,0 +1,71 @@
+#![cfg(not(loom))]
+//! Compile-time checks of the auto traits the public types promise.
+//!
+//! Nothing here runs: if a type loses `Send`, `Sync` or `Unpin` (say, a
+//! raw pointer or a `!Sync` cell slips into a future), this file stops
+//! compiling. Bulkheads live in `static`s and are shared between threads;
+//! permits and acquire futures move into spawned tasks (tokio, smol and
+//! async-std require `Send + 'static` futures).
+
+use std::sync::Arc;
+
+use watertight::clock::{ManualClock, StdClock};
+use watertight::futures::{
+    Acquire, AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil, AcquireTimeout, AcquireUntil,
+};
+use watertight::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, OwnedPermit, Permit};
+
+const fn send_sync<T: ?Sized + Send + Sync>() {}
+const fn unpin<T: ?Sized + Unpin>() {}
+const fn static_<T: ?Sized + 'static>() {}
+const fn error<T: std::error::Error + Send + Sync + 'static>() {}
+
+// The bulkhead itself: shared by reference across threads, or kept in a static.
+const _: () = send_sync::<Bulkhead<StdClock>>();
+const _: () = send_sync::<Bulkhead<ManualClock>>();
+const _: () = send_sync::<Bulkhead<&'static ManualClock>>();
+const _: () = send_sync::<Bulkhead<Arc<ManualClock>>>();
+const _: () = unpin::<Bulkhead<StdClock>>();
+static IN_A_STATIC: Bulkhead<StdClock> = Bulkhead::new("static", 1, StdClock);
+static CLOCK: ManualClock = ManualClock::new();
+static ON_A_MANUAL_CLOCK: Bulkhead<&ManualClock> = Bulkhead::new("manual", 1, &CLOCK);
+
+// Permits move into tasks and threads; owned ones need no borrow.
+const _: () = send_sync::<Permit<'static, StdClock>>();
+const _: () = send_sync::<Permit<'static, &'static ManualClock>>();
+const _: () = send_sync::<OwnedPermit<StdClock>>();
+const _: () = send_sync::<OwnedPermit<Arc<ManualClock>>>();
+const _: () = static_::<OwnedPermit<StdClock>>();
+const _: () = unpin::<Permit<'static, StdClock>>();
+const _: () = unpin::<OwnedPermit<StdClock>>();
+
+// The acquire futures are Send + Sync, so a task holding one across an
+// `.await` can be spawned on a multi-threaded runtime.
+const _: () = send_sync::<Acquire<'static, StdClock>>();
+const _: () = send_sync::<Acquire<'static, &'static ManualClock>>();
+const _: () = send_sync::<AcquireUntil<'static, &'static ManualClock>>();
+const _: () = send_sync::<AcquireTimeout<'static, &'static ManualClock>>();
+const _: () = send_sync::<AcquireUntil<'static, Arc<ManualClock>>>();
+const _: () = send_sync::<AcquireOwned<StdClock>>();
+const _: () = send_sync::<AcquireOwnedUntil<Arc<ManualClock>>>();
+const _: () = send_sync::<AcquireOwnedTimeout<Arc<ManualClock>>>();
+const _: () = static_::<AcquireOwned<StdClock>>();
+const _: () = static_::<AcquireOwnedUntil<Arc<ManualClock>>>();
+
+// `Acquire` can be polled without pinning it first (`Pin::new(&mut fut)`),
+// as can the deadline futures on a manual clock.
+const _: () = unpin::<Acquire<'static, StdClock>>();
+const _: () = unpin::<AcquireOwned<StdClock>>();
+const _: () = unpin::<AcquireUntil<'static, &'static ManualClock>>();
+
+// Errors and metrics cross threads and box into `dyn Error + Send + Sync`.
+const _: () = error::<AcquireError>();
+const _: () = error::<ConfigError>();
+const _: () = send_sync::<BulkheadMetrics>();
+const _: () = unpin::<BulkheadMetrics>();
+
+// The statics above must be usable, not merely declared.
+const _: fn() = || {
+    let _ = IN_A_STATIC.try_acquire();
+    drop(ON_A_MANUAL_CLOCK.acquire_until(watertight::clock::Instant::ZERO));
+};
