@@ -12,13 +12,18 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 ///
 /// # Examples
 ///
+/// A bulkhead in a `static` on a gateway, with embassy's clock:
+///
 /// ```
+/// use watertight::Bulkhead;
 /// use watertight::clock::{Clock, EmbassyClock};
 ///
-/// static CLOCK: EmbassyClock = EmbassyClock::new();
-/// # fn f() {
-/// let now = CLOCK.now();
-/// # let _ = now; }
+/// static MODEM: Bulkhead<EmbassyClock> = Bulkhead::new("modem", 2, EmbassyClock::new());
+///
+/// let permit = MODEM.try_acquire().unwrap();
+/// let t0 = MODEM.clock().now();
+/// assert!(MODEM.clock().now() >= t0);
+/// drop(permit);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EmbassyClock;
