@@ -158,6 +158,18 @@ struct Cold {
 /// Each field is read separately, so a snapshot taken under load is not an
 /// atomic picture of all of them at one instant; `capacity`, `in_flight`,
 /// `available` and `waiting` do come from one atomic read.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::Bulkhead;
+/// use watertight::clock::StdClock;
+///
+/// let b = Bulkhead::new("payments", 8, StdClock);
+/// let _p = b.try_acquire_many(2).unwrap();
+/// let m = b.metrics();
+/// assert_eq!((m.name, m.capacity, m.in_flight, m.available), ("payments", 8, 2, 6));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BulkheadMetrics {
@@ -188,6 +200,20 @@ pub struct BulkheadMetrics {
 
 impl BulkheadMetrics {
     /// All rejections together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("payments", 1, StdClock);
+    /// let _p = b.try_acquire().unwrap();
+    /// let _ = b.try_acquire();
+    /// b.close();
+    /// let _ = b.try_acquire();
+    /// assert_eq!(b.metrics().rejected(), 2);
+    /// ```
     pub fn rejected(&self) -> usize {
         self.rejected_full
             .wrapping_add(self.rejected_timed_out)
