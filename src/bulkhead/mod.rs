@@ -531,16 +531,7 @@ impl<C> Bulkhead<C> {
     fn take(&self, n: usize, mode: Mode) -> Result<(), AcquireError> {
         let mut cur = self.hot.word.load(Ordering::Relaxed);
         loop {
-            if word::closed(cur) {
-                return Err(AcquireError::Closed);
-            }
-            let cap = word::capacity(cur);
-            if n > cap {
-                return Err(AcquireError::ExceedsCapacity {
-                    requested: n,
-                    capacity: cap,
-                });
-            }
+            check_request(cur, n)?;
             if n == 0 {
                 return Ok(());
             }
@@ -653,6 +644,23 @@ impl<C> Bulkhead<C> {
         #[cfg(feature = "alloc")]
         self.hot.event.notify(usize::MAX);
     }
+}
+
+/// The refusals that do not depend on free permits: closed, or more permits
+/// asked for than the bulkhead has.
+#[inline]
+fn check_request(w: Word, n: usize) -> Result<(), AcquireError> {
+    if word::closed(w) {
+        return Err(AcquireError::Closed);
+    }
+    let capacity = word::capacity(w);
+    if n > capacity {
+        return Err(AcquireError::ExceedsCapacity {
+            requested: n,
+            capacity,
+        });
+    }
+    Ok(())
 }
 
 fn check_capacity(capacity: usize) -> Result<(), ConfigError> {

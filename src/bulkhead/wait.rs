@@ -16,7 +16,7 @@ use core::time::Duration;
 use event_listener::EventListener;
 use pin_project_lite::pin_project;
 
-use super::{word, AcquireError, Bulkhead, Mode, Permit};
+use super::{check_request, word, AcquireError, Bulkhead, Mode, Permit};
 use crate::clock::{Instant, Timer};
 use crate::sync::Ordering;
 
@@ -220,16 +220,7 @@ impl<C> Bulkhead<C> {
         cur: word::Word,
         n: usize,
     ) -> Result<(word::Word, Option<bool>), AcquireError> {
-        if word::closed(cur) {
-            return Err(AcquireError::Closed);
-        }
-        let cap = word::capacity(cur);
-        if n > cap {
-            return Err(AcquireError::ExceedsCapacity {
-                requested: n,
-                capacity: cap,
-            });
-        }
+        check_request(cur, n)?;
         if word::waiters(cur) == 0 && word::available(cur) >= n as i64 {
             let (next, carried) = word::take(cur, n);
             return Ok((next, Some(carried)));
