@@ -133,14 +133,25 @@ pub struct Bulkhead<C> {
     clock: C,
 }
 
-/// What every acquire and release touches, on one cache line of its own.
-#[repr(C, align(64))]
+/// What every acquire and release touches, on one cache line of its own, so
+/// that the cold counters' writes never invalidate it. Microcontrollers
+/// (`target_os = "none"`) have no caches shared between cores to protect, so
+/// there the padding is left out and RAM is saved.
+#[cfg_attr(not(target_os = "none"), repr(C, align(64)))]
+#[cfg_attr(target_os = "none", repr(C))]
 struct Hot {
     word: AtomicWord,
     peak: AtomicUsize,
     #[cfg(feature = "alloc")]
     event: event_listener::Event,
 }
+
+// Sizes the README reports, checked at compile time: one 64-byte line for
+// the hot state and one for the rest on x86_64; unpadded on thumbv7em.
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 128);
+#[cfg(all(target_os = "none", target_pointer_width = "32"))]
+const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 48);
 
 /// What only rejections, cancellations, carries and readers touch.
 #[repr(C)]
