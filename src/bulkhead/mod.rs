@@ -122,7 +122,7 @@ use word::{AtomicWord, Word};
 ///
 /// At most [`MAX_PERMITS`](Self::MAX_PERMITS) permits (1 048 575; 1023 on
 /// targets without 64-bit atomics) and [`MAX_WAITERS`](Self::MAX_WAITERS)
-/// waiting tasks at once (65 535; 255 there) — one more waiter is refused as
+/// waiting tasks at once (32 767; 127 there) — one more waiter is refused as
 /// [`Full`](AcquireError::Full), which a bulkhead that is meant not to queue
 /// should never approach.
 #[repr(C)]
@@ -555,6 +555,7 @@ impl<C> Bulkhead<C> {
             if let Mode::Waiter = mode {
                 next -= word::ONE_WAITER;
             }
+            next = word::settle_stranded(next);
             match self.hot.word.compare_exchange_weak(
                 cur,
                 next,
@@ -562,7 +563,7 @@ impl<C> Bulkhead<C> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.after_take(next, carried, mode);
+                    self.after_take(next, carried);
                     return Ok(());
                 }
                 Err(actual) => cur = actual,
@@ -571,7 +572,7 @@ impl<C> Bulkhead<C> {
     }
 
     #[inline]
-    fn after_take(&self, next: Word, carried: bool, mode: Mode) {
+    fn after_take(&self, next: Word, carried: bool) {
         if carried {
             self.cold
                 .accepted_carry
@@ -581,16 +582,6 @@ impl<C> Bulkhead<C> {
         if in_flight > self.hot.peak.load(Ordering::Relaxed) {
             self.hot.peak.fetch_max(in_flight, Ordering::Relaxed);
         }
-        // A woken waiter that leaves permits free passes the wake-up on, so
-        // permits released in a batch reach as many waiters as they can serve.
-        #[cfg(feature = "alloc")]
-        if let Mode::Waiter = mode {
-            if word::available(next) > 0 && word::waiters(next) > 0 {
-                self.wake_more(1);
-            }
-        }
-        #[cfg(not(feature = "alloc"))]
-        let _ = mode;
     }
 
     /// Gives `n` permits back: one atomic add, plus a wake-up only when a task
@@ -643,12 +634,19 @@ impl<C> Bulkhead<C> {
     }
 
     /// Wakes `n` more waiters than are already woken (event-listener's
-    /// "additional" notification): each wake-up is meant for a waiter that
-    /// has not been told yet, not absorbed by one already woken.
+    /// "additional" notification): a release of `n` permits wakes `n`
+    /// waiters that have not been told yet, so no wake-up is absorbed by a
+    /// waiter already woken for another permit, and none is spent twice.
+    ///
+    /// Relaxed (no extra fence): every caller has just read the state word
+    /// with `Acquire` (the release's `fetch_add`, or a waiter's load), and
+    /// every write to that word is a `Release` read-modify-write, so the
+    /// registrations it counts — each made after its listener was inserted —
+    /// happen-before this notification.
     #[cfg(feature = "alloc")]
     fn wake_more(&self, n: usize) {
         use event_listener::IntoNotification;
-        self.hot.event.notify(n.additional());
+        self.hot.event.notify(n.additional().relaxed());
     }
 
     fn notify_all(&self) {

@@ -88,10 +88,7 @@ impl Waiter {
                         // Woken: look before listening again.
                         match bh.take(self.n, Mode::Waiter) {
                             Ok(()) => return self.finish(bh, Ok(())),
-                            Err(AcquireError::Full) => {
-                                let w = bh.hot.word.load(Ordering::Acquire);
-                                self.pass_on(bh, w);
-                            }
+                            Err(AcquireError::Full) => self.pass_on(bh),
                             Err(e) => return self.leave(bh, Err(e)),
                         }
                     }
@@ -110,15 +107,23 @@ impl Waiter {
     }
 
     /// A woken waiter that cannot use the free permits (it wants more than
-    /// are free, or lost them to another woken waiter) hands its wake-up to
-    /// the next waiter, who may want fewer: otherwise a single-permit waiter
-    /// would sleep behind it while a permit is free.
+    /// are free) hands its wake-up to the next waiter, who may want fewer:
+    /// otherwise a single-permit waiter would sleep behind it while a permit
+    /// is free. It also flags the word as stranded, so that a newcomer who
+    /// queues after this point wakes someone to look (see `register_or_take`).
     ///
     /// It passes at most once per state of the word: waiters that all want
     /// more than is free hand the wake-up round the queue once and then
     /// sleep until the word changes (a release, a take, a waiter arriving or
     /// leaving), instead of waking each other forever.
-    fn pass_on<C>(&mut self, bh: &Bulkhead<C>, w: word::Word) {
+    fn pass_on<C>(&mut self, bh: &Bulkhead<C>) {
+        let w = bh.hot.word.load(Ordering::Acquire);
+        if word::available(w) <= 0 {
+            return; // nothing free: a release will wake the next waiter
+        }
+        // The flag and the waiter count are read in one atomic step, so a
+        // newcomer either sees the flag or is counted here.
+        let w = bh.hot.word.fetch_or(word::STRANDED, Ordering::AcqRel) | word::STRANDED;
         if word::available(w) > 0 && word::waiters(w) > 1 && self.passed_at != Some(w) {
             self.passed_at = Some(w);
             bh.wake_more(1);
@@ -184,7 +189,7 @@ impl<C> Bulkhead<C> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        self.after_take(next, carried, Mode::Newcomer);
+                        self.after_take(next, carried);
                         return Ok(Registered::Took);
                     }
                     Err(actual) => cur = actual,
@@ -198,13 +203,17 @@ impl<C> Bulkhead<C> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        // Permits are free, yet we queue: the waiters ahead
-                        // want more than is free, or one was woken and has not
-                        // run yet. Make sure at least one waiter is awake to
-                        // look (a no-op in the second case); one who cannot
-                        // use them passes the wake-up on, down to us.
-                        if word::available(next) > 0 {
-                            self.hot.event.notify(1);
+                        // Permits are free, yet we queue, and a waiter for
+                        // several permits has gone back to sleep next to
+                        // them: wake the first waiter to look. One who cannot
+                        // use them passes the wake-up on, down to us. (Free
+                        // permits without the flag are already promised to
+                        // woken waiters that have not run yet.)
+                        if word::stranded(next)
+                            && word::available(next) > 0
+                            && word::waiters(cur) > 0
+                        {
+                            self.wake_more(1);
                         }
                         return Ok(Registered::Waiting);
                     }
@@ -228,7 +237,14 @@ impl<C> Bulkhead<C> {
         if word::waiters(cur) >= word::MAX_WAITERS {
             return Err(AcquireError::Full);
         }
-        Ok((cur + word::ONE_WAITER, None))
+        let mut next = cur + word::ONE_WAITER;
+        if word::available(cur) > 0 && n as i64 > word::available(cur) {
+            // We queue for more than is free, next to free permits that a
+            // smaller request arriving later could use: flag it (see
+            // `STRANDED`).
+            next |= word::STRANDED;
+        }
+        Ok((next, None))
     }
 
     /// Leaves the waiter count. If permits are free and others still wait,

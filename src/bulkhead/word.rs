@@ -3,7 +3,8 @@
 //! | bits (64-bit word) | bits (32-bit word) | field |
 //! |---|---|---|
 //! | 0 | 0 | closed flag |
-//! | 1..17 | 1..9 | registered waiters |
+//! | 1 | 1 | stranded flag: a woken waiter for several permits found too few |
+//! | 2..17 | 2..9 | registered waiters |
 //! | 17..23 | 9..11 | low bits of the accepted counter (wrapping) |
 //! | 23..43 | 11..21 | capacity |
 //! | 43..64 | 21..32 | available permits, biased so that negative values fit |
@@ -23,7 +24,7 @@
 mod layout {
     pub(crate) type Word = u64;
     pub(crate) type AtomicWord = crate::sync::AtomicU64;
-    pub(crate) const WAITERS_BITS: u32 = 16;
+    pub(crate) const WAITERS_BITS: u32 = 15;
     pub(crate) const COUNT_BITS: u32 = 6;
     pub(crate) const CAP_BITS: u32 = 20;
 }
@@ -32,7 +33,7 @@ mod layout {
 mod layout {
     pub(crate) type Word = u32;
     pub(crate) type AtomicWord = crate::sync::AtomicU32;
-    pub(crate) const WAITERS_BITS: u32 = 8;
+    pub(crate) const WAITERS_BITS: u32 = 7;
     pub(crate) const COUNT_BITS: u32 = 2;
     pub(crate) const CAP_BITS: u32 = 10;
 }
@@ -41,7 +42,12 @@ pub(crate) use layout::{AtomicWord, Word};
 use layout::{CAP_BITS, COUNT_BITS, WAITERS_BITS};
 
 pub(crate) const CLOSED: Word = 1;
-const WAITERS_SHIFT: u32 = 1;
+/// Set by a woken waiter for several permits that found some, but too few,
+/// free and went back to sleep: free permits may then sit next to waiters
+/// who could use them, so a newcomer that queues must wake someone to look.
+/// Cleared by a take that leaves no permit free or nobody waiting.
+pub(crate) const STRANDED: Word = 1 << 1;
+const WAITERS_SHIFT: u32 = 2;
 const COUNT_SHIFT: u32 = WAITERS_SHIFT + WAITERS_BITS;
 const CAP_SHIFT: u32 = COUNT_SHIFT + COUNT_BITS;
 const AVAIL_SHIFT: u32 = CAP_SHIFT + CAP_BITS;
@@ -72,6 +78,11 @@ pub(crate) const fn initial(capacity: usize) -> Word {
 #[inline]
 pub(crate) const fn closed(w: Word) -> bool {
     w & CLOSED != 0
+}
+
+#[inline]
+pub(crate) const fn stranded(w: Word) -> bool {
+    w & STRANDED != 0
 }
 
 #[inline]
@@ -118,6 +129,17 @@ pub(crate) const fn take(w: Word, n: usize) -> (Word, bool) {
         (w & !(COUNT_MASK << COUNT_SHIFT), true)
     } else {
         (w + (1 << COUNT_SHIFT), false)
+    }
+}
+
+/// `w` after a take: the stranded flag goes once no permit is free or nobody
+/// waits, since no free permit can then sit next to a waiter.
+#[inline]
+pub(crate) const fn settle_stranded(w: Word) -> Word {
+    if available(w) <= 0 || waiters(w) == 0 {
+        w & !STRANDED
+    } else {
+        w
     }
 }
 
