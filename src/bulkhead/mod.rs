@@ -85,9 +85,10 @@ use word::{AtomicWord, Word};
 /// most once per state of the bulkhead, so waiters that all want more than
 /// is free do not wake each other in a loop.
 ///
-/// In a rare race (a release, a cancellation and a newcomer at once) two
-/// woken waiters can compete for one permit; the loser queues again at the
-/// back. No permit is lost and no waiter is stranded: the loom models in
+/// In a rare race — a permit released in the instant between a woken
+/// waiter's look and its listening again — that waiter can take the permit
+/// whose wake-up went to the next one, who then queues again at the back.
+/// No permit is lost and no waiter is stranded: the loom models in
 /// `tests/loom.rs` check both.
 ///
 /// # Capacity changes and closing

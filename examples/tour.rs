@@ -1,0 +1,418 @@
+//! A tour of the bulkhead over real HTTP: one slow dependency, one fast one,
+//! and what a concurrency limit does to the fast one's callers.
+//!
+//! Run: `cargo run --example tour --features tokio`
+//!
+//! The program starts a small axum server on `127.0.0.1` (a random free
+//! port, loopback only) with two endpoints, then calls them with one shared
+//! `reqwest::Client`, each call a real HTTP request made through a
+//! [`Bulkhead`]:
+//!
+//! - `GET /inventory/{sku}`: healthy, about 50 ms;
+//! - `GET /shipping-rate?zip_code=…`: degraded, 400 ms — slow, not failing.
+//!
+//! It replays the three measured runs of seed 003 ("How to Build a Bulkhead
+//! in Python"), scaled down five times so the tour takes about two seconds:
+//! the slow call's 2 s becomes 400 ms and the 1 s max wait becomes 200 ms
+//! (still half a slow call); the fast call stays at 50 ms.
+//!
+//! | act | seed 003 (measured) | this tour (expected) |
+//! |---|---|---|
+//! | 1. one shared limit of 4, waits unbounded; 8 shipping, then 2 inventory | shipping 2.01 s ×4, 4.02 s ×4; inventory 4.08 s ×2 | shipping ≈ 400 ms ×4, 800 ms ×4; inventory ≈ 850 ms ×2 (two slow calls + one fast) |
+//! | 2. same traffic, one bulkhead per system (shipping 4, inventory 2) | inventory 0.06 s ×2 | inventory ≈ 50 ms ×2; shipping unchanged |
+//! | 3. shipping 3, inventory 5, max wait 1 s → 200 ms; 10 shipping + 4 inventory | shipping 3 ok at 2.01 s, 7 rejected at 1.0 s; inventory 4 ok at 0.06 s | shipping 3 ok ≈ 400 ms, 7 rejected ≈ 200 ms; inventory 4 ok ≈ 50 ms |
+//!
+//! Latency is what the *caller* observes: from the moment the call was
+//! submitted (its task spawned) to the moment it finished, recorded inside
+//! the task as it finishes. The seed explains the two ways to get this wrong:
+//! starting the clock when the work starts (which hides the time spent
+//! queueing for a slot — the very thing act 1 is about), and reading the end
+//! time when the caller gets round to looking at a result, in submission
+//! order (which charges a fast call for the slow one looked at before it).
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, RawQuery};
+use axum::http::header::{HeaderName, CONTENT_TYPE};
+use axum::routing::get;
+use axum::Router;
+use watertight::clock::TokioClock;
+use watertight::{AcquireError, Bulkhead, OwnedPermit};
+
+/// The slow dependency's latency (seed: 2 s).
+const SLOW: Duration = Duration::from_millis(400);
+/// The fast dependency's latency (seed: 50 ms).
+const FAST: Duration = Duration::from_millis(50);
+/// The longest a caller waits for a slot in act 3: half a slow call (seed: 1 s).
+const MAX_WAIT: Duration = Duration::from_millis(200);
+
+// ---------------------------------------------------------------- the server
+
+/// A JSON body with its content type.
+type Json = ([(HeaderName, &'static str); 1], String);
+
+async fn inventory(Path(sku): Path<String>) -> Json {
+    tokio::time::sleep(FAST).await;
+    json(format!(r#"{{"sku":"{sku}","in_stock":42}}"#))
+}
+
+async fn shipping_rate(RawQuery(query): RawQuery) -> Json {
+    tokio::time::sleep(SLOW).await;
+    let zip = query
+        .as_deref()
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("zip_code=")))
+        .unwrap_or("");
+    json(format!(r#"{{"zip_code":"{zip}","rate_cents":899}}"#))
+}
+
+fn json(body: String) -> Json {
+    ([(CONTENT_TYPE, "application/json")], body)
+}
+
+/// Serves both endpoints on a random free loopback port; returns the base URL.
+async fn start_server() -> String {
+    let app = Router::new()
+        .route("/inventory/{sku}", get(inventory))
+        .route("/shipping-rate", get(shipping_rate));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
+    format!("http://{addr}")
+}
+
+// ---------------------------------------------------------------- the client
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum System {
+    Shipping,
+    Inventory,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Shipping => "shipping",
+            System::Inventory => "inventory",
+        }
+    }
+}
+
+/// How long a caller is willing to wait for a slot.
+#[derive(Clone, Copy)]
+enum MaxWait {
+    /// `acquire()` (here its owned form, `acquire_owned()`): as long as it
+    /// takes, like a thread pool's queue.
+    Unbounded,
+    /// `acquire_timeout(d)` (`acquire_owned_timeout(d)`): at most `d` from
+    /// submission, then rejected with `TimedOut`.
+    AtMost(Duration),
+}
+
+/// A caller's place in a bulkhead's queue: resolves to a permit or a rejection.
+type Slot = Pin<Box<dyn Future<Output = Result<OwnedPermit<TokioClock>, AcquireError>> + Send>>;
+
+/// The HTTP request itself, made once the caller holds a permit.
+async fn request(client: &reqwest::Client, base: &str, system: System, i: usize) {
+    let url = match system {
+        System::Shipping => format!("{base}/shipping-rate?zip_code=9410{i}"),
+        System::Inventory => format!("{base}/inventory/SKU-{i}"),
+    };
+    let response = client.get(&url).send().await.expect("HTTP request");
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    response.text().await.expect("HTTP response body");
+}
+
+/// `calls` calls to `system`, each through `bulkhead`.
+struct Traffic {
+    system: System,
+    calls: usize,
+    bulkhead: Arc<Bulkhead<TokioClock>>,
+}
+
+struct Outcome {
+    system: System,
+    result: Result<(), AcquireError>,
+    /// From submission to completion, as the caller sees it.
+    latency: Duration,
+}
+
+/// Submits every call at once, in the order given, each as its own task, and
+/// waits for all of them.
+async fn burst(
+    client: &reqwest::Client,
+    base: &str,
+    traffic: &[Traffic],
+    max_wait: MaxWait,
+) -> Vec<Outcome> {
+    let mut tasks = Vec::new();
+    for t in traffic {
+        for i in 0..t.calls {
+            // The clock starts at submission, not when the call gets its slot:
+            // time spent waiting for a slot is latency the caller feels.
+            let submitted = Instant::now();
+            let mut slot: Slot = match max_wait {
+                MaxWait::Unbounded => Box::pin(t.bulkhead.acquire_owned()),
+                MaxWait::AtMost(d) => Box::pin(t.bulkhead.acquire_owned_timeout(d)),
+            };
+            // Submitting joins the bulkhead's queue now, in submission order,
+            // as `pool.submit` joins the pool's queue in the seed: this first
+            // poll takes a free slot or registers the wait. (Left to
+            // the spawned tasks, the queue order would be whatever order the
+            // runtime's worker threads happen to first poll them in.)
+            let first_look = poll_fn(|cx| Poll::Ready(slot.as_mut().poll(cx))).await;
+            let (client, base, system) = (client.clone(), base.to_owned(), t.system);
+            tasks.push(tokio::spawn(async move {
+                let permit = match first_look {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => slot.await,
+                };
+                let result = match permit {
+                    Ok(_permit) => {
+                        // The permit is held until the response is read.
+                        request(&client, &base, system, i).await;
+                        Ok(())
+                    }
+                    Err(rejected) => Err(rejected),
+                };
+                // ...and stops here, as the call completes, not when the
+                // loop below gets round to this task (seed 003's other bug).
+                let latency = submitted.elapsed();
+                Outcome {
+                    system,
+                    result,
+                    latency,
+                }
+            }));
+        }
+    }
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outcomes.push(task.await.expect("call task panicked"));
+    }
+    outcomes
+}
+
+// ---------------------------------------------------------------- the report
+
+fn ms(d: Duration) -> u128 {
+    (d.as_micros() + 500) / 1000
+}
+
+/// Prints one row per system: counts, then every call's latency, sorted.
+fn print_table(outcomes: &[Outcome]) {
+    println!(
+        "  {:<10} {:>5} {:>4} {:>8}   caller-observed latency, ms from submission (sorted)",
+        "system", "calls", "ok", "rejected"
+    );
+    let mut any_rejected = false;
+    for system in [System::Shipping, System::Inventory] {
+        let mut mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.system == system).collect();
+        mine.sort_by_key(|o| o.latency);
+        let ok = mine.iter().filter(|o| o.result.is_ok()).count();
+        let rejected = mine.len() - ok;
+        any_rejected |= rejected > 0;
+        let latencies: String = mine
+            .iter()
+            .map(|o| {
+                let mark = if o.result.is_ok() { ' ' } else { '*' };
+                format!("{:>5}{mark}", ms(o.latency))
+            })
+            .collect();
+        println!(
+            "  {:<10} {:>5} {:>4} {:>8}  {}",
+            system.name(),
+            mine.len(),
+            ok,
+            rejected,
+            latencies.trim_end()
+        );
+    }
+    if any_rejected {
+        println!("  (* = rejected by its bulkhead: no slot within the max wait)");
+    }
+}
+
+fn print_metrics(bulkheads: &[&Bulkhead<TokioClock>]) {
+    for b in bulkheads {
+        let m = b.metrics();
+        println!(
+            "  bulkhead {:<12} accepted {:>2}, rejected {:>2} (timed out {}), peak in flight {}/{}",
+            format!("{:?}:", m.name),
+            m.accepted,
+            m.rejected(),
+            m.rejected_timed_out,
+            m.peak_in_flight,
+            m.capacity
+        );
+    }
+}
+
+fn header(title: &str, setup: &str) {
+    println!();
+    println!("== {title}");
+    println!("   {setup}");
+    println!();
+}
+
+/// The slowest successful call of `system` (or rejection, if `ok` is false).
+fn worst(outcomes: &[Outcome], system: System, ok: bool) -> Option<Duration> {
+    outcomes
+        .iter()
+        .filter(|o| o.system == system && o.result.is_ok() == ok)
+        .map(|o| o.latency)
+        .max()
+}
+
+fn count(outcomes: &[Outcome], system: System, ok: bool) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| o.system == system && o.result.is_ok() == ok)
+        .count()
+}
+
+fn bulkhead(name: &'static str, capacity: usize) -> Arc<Bulkhead<TokioClock>> {
+    Arc::new(Bulkhead::new(name, capacity, TokioClock))
+}
+
+// ---------------------------------------------------------------- the acts
+
+#[tokio::main]
+async fn main() {
+    let base = start_server().await;
+    // `no_proxy`: the server is on loopback; an HTTP_PROXY in the environment
+    // must not route the tour through somewhere else.
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("HTTP client");
+
+    // Warm-up: open the client's pooled connections before measuring, with as
+    // many concurrent requests as any act has in flight (7 in act 3), so that
+    // TCP connection setup is not charged to the first calls of act 1.
+    let warm_up = bulkhead("warm-up", 8);
+    let traffic = [Traffic {
+        system: System::Inventory,
+        calls: 8,
+        bulkhead: warm_up,
+    }];
+    burst(&client, &base, &traffic, MaxWait::Unbounded).await;
+
+    println!("watertight tour: server on {base}");
+    println!(
+        "  /shipping-rate takes {} ms (degraded), /inventory/{{sku}} {} ms (healthy): seed 003 / 5",
+        SLOW.as_millis(),
+        FAST.as_millis()
+    );
+
+    // Act 1 — seed step 1: one shared pool of 4 workers for every call.
+    header(
+        "Act 1: one shared limit — a fast dependency starves behind a slow one",
+        "one bulkhead \"shared\" (4) for both systems, unbounded wait; \
+         8 shipping then 2 inventory at once",
+    );
+    let shared = bulkhead("shared", 4);
+    let traffic = [
+        Traffic {
+            system: System::Shipping,
+            calls: 8,
+            bulkhead: shared.clone(),
+        },
+        Traffic {
+            system: System::Inventory,
+            calls: 2,
+            bulkhead: shared.clone(),
+        },
+    ];
+    let act1 = burst(&client, &base, &traffic, MaxWait::Unbounded).await;
+    print_table(&act1);
+    print_metrics(&[&shared]);
+    let inv = worst(&act1, System::Inventory, true).unwrap_or_default();
+    println!(
+        "  -> a {} ms lookup took {} ms ({:.1} slow calls): it queued behind all 8 shipping \
+         calls (seed: 4.08 s)",
+        FAST.as_millis(),
+        ms(inv),
+        inv.as_secs_f64() / SLOW.as_secs_f64()
+    );
+
+    // Act 2 — seed step 2: a dedicated pool per dependency.
+    header(
+        "Act 2: one bulkhead per system — the slow one floods only its own compartment",
+        "bulkheads \"shipping\" (4) and \"inventory\" (2), unbounded wait; \
+         the same burst as act 1",
+    );
+    let shipping = bulkhead("shipping", 4);
+    let inventory = bulkhead("inventory", 2);
+    let traffic = [
+        Traffic {
+            system: System::Shipping,
+            calls: 8,
+            bulkhead: shipping.clone(),
+        },
+        Traffic {
+            system: System::Inventory,
+            calls: 2,
+            bulkhead: inventory.clone(),
+        },
+    ];
+    let act2 = burst(&client, &base, &traffic, MaxWait::Unbounded).await;
+    print_table(&act2);
+    print_metrics(&[&shipping, &inventory]);
+    let inv = worst(&act2, System::Inventory, true).unwrap_or_default();
+    let ship = worst(&act2, System::Shipping, true).unwrap_or_default();
+    println!(
+        "  -> inventory back to {} ms (seed: 0.06 s); shipping as slow as ever ({} ms): \
+         slowness contained, not cured",
+        ms(inv),
+        ms(ship)
+    );
+
+    // Act 3 — seed step 3: semaphore bulkheads with a max wait, shipping flooded.
+    header(
+        "Act 3: a flood with a short max wait — the overflow is turned away fast",
+        &format!(
+            "bulkheads \"shipping\" (3) and \"inventory\" (5), acquire_timeout({} ms); \
+             10 shipping + 4 inventory at once",
+            MAX_WAIT.as_millis()
+        ),
+    );
+    let shipping = bulkhead("shipping", 3);
+    let inventory = bulkhead("inventory", 5);
+    let traffic = [
+        Traffic {
+            system: System::Shipping,
+            calls: 10,
+            bulkhead: shipping.clone(),
+        },
+        Traffic {
+            system: System::Inventory,
+            calls: 4,
+            bulkhead: inventory.clone(),
+        },
+    ];
+    let act3 = burst(&client, &base, &traffic, MaxWait::AtMost(MAX_WAIT)).await;
+    print_table(&act3);
+    print_metrics(&[&shipping, &inventory]);
+    let rejected_after = worst(&act3, System::Shipping, false).unwrap_or_default();
+    let inv = worst(&act3, System::Inventory, true).unwrap_or_default();
+    println!(
+        "  -> shipping: {} ok, {} turned away by {} ms (max wait {} ms); \
+         inventory: {} ok by {} ms (seed: 3 ok, 7 out at 1.0 s; inventory 0.06 s)",
+        count(&act3, System::Shipping, true),
+        count(&act3, System::Shipping, false),
+        ms(rejected_after),
+        MAX_WAIT.as_millis(),
+        count(&act3, System::Inventory, true),
+        ms(inv)
+    );
+}
