@@ -326,11 +326,34 @@ impl<C> Bulkhead<C> {
     }
 
     /// The name given at construction, for metrics and logs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// static PAYMENTS: Bulkhead<StdClock> = Bulkhead::new("payments", 8, StdClock);
+    /// assert_eq!(PAYMENTS.name(), "payments");
+    /// ```
     pub fn name(&self) -> &'static str {
         self.name
     }
 
     /// The clock this bulkhead measures waits with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let b = Bulkhead::new("db", 1, &clock);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(b.clock().now(), clock.now());
+    /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }
@@ -398,6 +421,18 @@ impl<C> Bulkhead<C> {
     }
 
     /// Free permits right now (zero while in flight exceeds a shrunk capacity).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("db", 3, StdClock);
+    /// let _p = b.try_acquire().unwrap();
+    /// assert_eq!((b.available(), b.in_flight(), b.capacity(), b.waiting()), (2, 1, 3, 0));
+    /// assert!(!b.is_closed());
+    /// ```
     pub fn available(&self) -> usize {
         word::available(self.load()).max(0) as usize
     }

@@ -73,6 +73,17 @@ impl ManualClock {
 
     /// Moves time forward to `t`; an instant not after the current one changes
     /// nothing (the clock stays monotonic).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::{Clock, Instant, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set(Instant::from_nanos(500));
+    /// clock.set(Instant::from_nanos(100)); // earlier: ignored
+    /// assert_eq!(clock.now(), Instant::from_nanos(500));
+    /// ```
     pub fn set(&self, t: Instant) {
         self.nanos.fetch_max(t.as_nanos(), Ordering::AcqRel);
         self.wake_sleepers();
