@@ -24,7 +24,7 @@ use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
-use watertight::clock::{Clock, ManualClock};
+use watertight::clock::{Clock, Instant, ManualClock};
 use watertight::{AcquireError, Bulkhead, Permit};
 
 /// Runs `f` under loom; without `LOOM_MAX_PREEMPTIONS` the bound defaults to 2,
@@ -484,6 +484,25 @@ fn acquire_many_waits_for_two_releases() {
     });
 }
 
+/// A thread that waits for one permit until `deadline`, works with it if it
+/// gets it, and returns whether it did; the only error allowed is `TimedOut`.
+fn spawn_deadline_waiter(
+    s: &Arc<Shared<std::sync::Arc<ManualClock>>>,
+    deadline: Instant,
+) -> thread::JoinHandle<bool> {
+    let s = s.clone();
+    thread::spawn(move || match block_on(s.bh.acquire_until(deadline)) {
+        Ok(p) => {
+            s.work(p, 1);
+            true
+        }
+        Err(e) => {
+            assert_eq!(e, AcquireError::TimedOut);
+            false
+        }
+    })
+}
+
 /// (7) A deadline wait against a clock advance and a release: the waiter
 /// gets the permit or `TimedOut`, never hangs, and the counters add up.
 #[test]
@@ -495,17 +514,7 @@ fn deadline_wait_against_advance_and_release() {
         s.enter(&held, 1);
         let deadline = clock.now() + Duration::from_millis(100);
 
-        let s1 = s.clone();
-        let waiter = thread::spawn(move || match block_on(s1.bh.acquire_until(deadline)) {
-            Ok(p) => {
-                s1.work(p, 1);
-                true
-            }
-            Err(e) => {
-                assert_eq!(e, AcquireError::TimedOut);
-                false
-            }
-        });
+        let waiter = spawn_deadline_waiter(&s, deadline);
         let ticker = thread::spawn(move || clock.advance(Duration::from_millis(100)));
 
         s.leave(held);
@@ -658,17 +667,7 @@ fn timed_out_waiter_does_not_strand_the_next() {
         s.enter(&held, 1);
         let deadline = clock.now() + Duration::from_millis(100);
 
-        let s1 = s.clone();
-        let hasty = thread::spawn(move || match block_on(s1.bh.acquire_until(deadline)) {
-            Ok(p) => {
-                s1.work(p, 1);
-                true
-            }
-            Err(e) => {
-                assert_eq!(e, AcquireError::TimedOut);
-                false
-            }
-        });
+        let hasty = spawn_deadline_waiter(&s, deadline);
         let s2 = s.clone();
         let patient = thread::spawn(move || {
             let p = block_on(s2.bh.acquire()).expect("never closed");
