@@ -675,10 +675,11 @@ impl<C> Bulkhead<C> {
     /// waiter already woken for another permit, and none is spent twice.
     ///
     /// Relaxed (no extra fence): every caller has just read the state word
-    /// with `Acquire` (the release's `fetch_add`, or a waiter's load), and
-    /// every write to that word is a `Release` read-modify-write, so the
-    /// registrations it counts — each made after its listener was inserted —
-    /// happen-before this notification.
+    /// with `Acquire` (the release's `fetch_add`, or a waiter's load). Each
+    /// registration is a `Release` CAS made after its listener was inserted,
+    /// and every later write to the word is a read-modify-write, which
+    /// continues that release sequence; so the registrations the caller
+    /// counted happen-before this notification, listeners included.
     #[cfg(feature = "alloc")]
     fn wake_more(&self, n: usize) {
         use event_listener::IntoNotification;
