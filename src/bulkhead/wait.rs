@@ -52,56 +52,85 @@ impl Waiter {
     /// caller. `expired` is asked once, on the first poll, if no permit was
     /// free: a wait whose deadline has already passed then fails at once
     /// instead of registering.
+    ///
+    /// The first poll's take is inlined into the caller; listening and
+    /// waiting stay out of line, so an acquire that finds a permit free costs
+    /// what `try_acquire` costs.
+    #[inline]
     fn poll_permit<C>(
         &mut self,
         bh: &Bulkhead<C>,
         cx: &mut Context<'_>,
         expired: impl FnOnce() -> bool,
     ) -> Poll<Result<(), AcquireError>> {
-        let mut expired = Some(expired);
+        if let State::Start = self.state {
+            match bh.take(self.n, Mode::Newcomer) {
+                Ok(()) => {
+                    self.state = State::Done;
+                    return Poll::Ready(Ok(()));
+                }
+                Err(AcquireError::Full) => {}
+                Err(e) => return self.finish(bh, Err(e)),
+            }
+            if expired() {
+                return self.finish(bh, Err(AcquireError::TimedOut));
+            }
+            return self.start_waiting(bh, cx);
+        }
+        self.poll_waiting(bh, cx)
+    }
+
+    /// Registers as a waiter (or takes the permits, if they came free), then
+    /// waits.
+    #[inline(never)]
+    fn start_waiting<C>(
+        &mut self,
+        bh: &Bulkhead<C>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
+        // Listen before registering: a release that sees our registration is
+        // then sure to find our listener.
+        let listener = bh.hot.event.listen();
+        match bh.register_or_take(self.n) {
+            Ok(Registered::Took) => self.finish(bh, Ok(())),
+            Ok(Registered::Waiting) => {
+                self.state = State::Waiting(Some(listener));
+                self.poll_waiting(bh, cx)
+            }
+            Err(e) => self.finish(bh, Err(e)),
+        }
+    }
+
+    /// A registered waiter's poll: wait for a wake-up, then look.
+    #[inline(never)]
+    fn poll_waiting<C>(
+        &mut self,
+        bh: &Bulkhead<C>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
         loop {
-            match &mut self.state {
-                State::Start => {
-                    match bh.take(self.n, Mode::Newcomer) {
-                        Ok(()) => return self.finish(bh, Ok(())),
-                        Err(AcquireError::Full) => {}
-                        Err(e) => return self.finish(bh, Err(e)),
-                    }
-                    if expired.take().is_some_and(|f| f()) {
-                        return self.finish(bh, Err(AcquireError::TimedOut));
-                    }
-                    // Listen before registering: a release that sees our
-                    // registration is then sure to find our listener.
-                    let listener = bh.hot.event.listen();
-                    match bh.register_or_take(self.n) {
-                        Ok(Registered::Took) => return self.finish(bh, Ok(())),
-                        Ok(Registered::Waiting) => self.state = State::Waiting(Some(listener)),
-                        Err(e) => return self.finish(bh, Err(e)),
-                    }
+            let State::Waiting(slot) = &mut self.state else {
+                panic!("acquire future polled after completion");
+            };
+            if let Some(listener) = slot {
+                match Pin::new(listener).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(()) => *slot = None,
                 }
-                State::Waiting(slot) => {
-                    if let Some(listener) = slot {
-                        match Pin::new(listener).poll(cx) {
-                            Poll::Pending => return Poll::Pending,
-                            Poll::Ready(()) => *slot = None,
-                        }
-                        // Woken: look before listening again.
-                        match bh.take(self.n, Mode::Waiter) {
-                            Ok(()) => return self.finish(bh, Ok(())),
-                            Err(AcquireError::Full) => self.pass_on(bh),
-                            Err(e) => return self.leave(bh, Err(e)),
-                        }
-                    }
-                    // Arm a fresh listener, then look again: a release between
-                    // the look above and the next poll is not missed.
-                    self.state = State::Waiting(Some(bh.hot.event.listen()));
-                    match bh.take(self.n, Mode::Waiter) {
-                        Ok(()) => return self.finish(bh, Ok(())),
-                        Err(AcquireError::Full) => {}
-                        Err(e) => return self.leave(bh, Err(e)),
-                    }
+                // Woken: look before listening again.
+                match bh.take(self.n, Mode::Waiter) {
+                    Ok(()) => return self.finish(bh, Ok(())),
+                    Err(AcquireError::Full) => self.pass_on(bh),
+                    Err(e) => return self.leave(bh, Err(e)),
                 }
-                State::Done => panic!("acquire future polled after completion"),
+            }
+            // Arm a fresh listener, then look again: a release between the
+            // look above and the next poll is not missed.
+            self.state = State::Waiting(Some(bh.hot.event.listen()));
+            match bh.take(self.n, Mode::Waiter) {
+                Ok(()) => return self.finish(bh, Ok(())),
+                Err(AcquireError::Full) => {}
+                Err(e) => return self.leave(bh, Err(e)),
             }
         }
     }
