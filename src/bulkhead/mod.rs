@@ -123,7 +123,7 @@ use word::{AtomicWord, Word};
 ///
 /// At most [`MAX_PERMITS`](Self::MAX_PERMITS) permits (1 048 575; 1023 on
 /// targets without 64-bit atomics) and [`MAX_WAITERS`](Self::MAX_WAITERS)
-/// waiting tasks at once (32 767; 127 there) — one more waiter is refused as
+/// waiting tasks at once (4095; 31 there) — one more waiter is refused as
 /// [`Full`](AcquireError::Full), which a bulkhead that is meant not to queue
 /// should never approach.
 #[repr(C)]
@@ -591,7 +591,6 @@ impl<C> Bulkhead<C> {
             if let Mode::Waiter = mode {
                 next -= word::ONE_WAITER;
             }
-            next = word::settle_stranded(next);
             match self.hot.word.compare_exchange_weak(
                 cur,
                 next,
@@ -618,6 +617,12 @@ impl<C> Bulkhead<C> {
         if in_flight > self.hot.peak.load(Ordering::Relaxed) {
             self.hot.peak.fetch_max(in_flight, Ordering::Relaxed);
         }
+        // Permits still free next to waiters: make sure one of them is awake
+        // to look (a no-op while one is already woken and has not run).
+        #[cfg(feature = "alloc")]
+        if word::available(next) > 0 && word::waiters(next) > 0 {
+            self.wake_one_if_none();
+        }
     }
 
     /// Gives `n` permits back: one atomic add, plus a wake-up only when a task
@@ -630,10 +635,26 @@ impl<C> Bulkhead<C> {
         let old = self.hot.word.fetch_add(word::permits(n), Ordering::AcqRel);
         #[cfg(feature = "alloc")]
         if word::waiters(old) > 0 {
-            self.wake_more(n);
+            self.wake_for_release(old, n);
         }
         #[cfg(not(feature = "alloc"))]
         let _ = old;
+    }
+
+    /// The cold half of a release that found waiters: wake one waiter per
+    /// permit that is now free — none if in flight is still above a shrunk
+    /// capacity, so the head of the queue is not woken for nothing and keeps
+    /// its place. Wake-ups beyond the waiters there are find no listener;
+    /// whoever takes next, or queues next, makes sure someone looks at what
+    /// is left (`after_take`, `register_or_take`).
+    #[cfg(feature = "alloc")]
+    #[cold]
+    fn wake_for_release(&self, old: Word, n: usize) {
+        let free = word::available(old) + n as i64;
+        if free <= 0 {
+            return;
+        }
+        self.wake_more(n.min(free as usize));
     }
 
     /// Removes `n` held permits from the bulkhead for good (`Permit::forget`).
@@ -684,6 +705,17 @@ impl<C> Bulkhead<C> {
     fn wake_more(&self, n: usize) {
         use event_listener::IntoNotification;
         self.hot.event.notify(n.additional().relaxed());
+    }
+
+    /// Wakes the first waiter unless one is already woken and has not yet
+    /// run (event-listener's plain, not "additional", notification): the
+    /// guard that no free permit sits next to sleeping waiters, at the cost
+    /// of one atomic load when a wake-up is already on its way. Relaxed for
+    /// the reason given on `wake_more`.
+    #[cfg(feature = "alloc")]
+    fn wake_one_if_none(&self) {
+        use event_listener::IntoNotification;
+        self.hot.event.notify(1.relaxed());
     }
 
     fn notify_all(&self) {

@@ -138,21 +138,15 @@ impl Waiter {
     /// A woken waiter that cannot use the free permits (it wants more than
     /// are free) hands its wake-up to the next waiter, who may want fewer:
     /// otherwise a single-permit waiter would sleep behind it while a permit
-    /// is free. It also flags the word as stranded, so that a newcomer who
-    /// queues after this point wakes someone to look (see `register_or_take`).
+    /// is free.
     ///
     /// It passes at most once per state of the word: waiters that all want
     /// more than is free hand the wake-up round the queue once and then
-    /// sleep until the word changes (a release, a take, a waiter arriving or
-    /// leaving), instead of waking each other forever.
+    /// sleep until the word changes (a release, a take, a waiter arriving —
+    /// the arrivals epoch sees to that even when another left — or leaving),
+    /// instead of waking each other forever.
     fn pass_on<C>(&mut self, bh: &Bulkhead<C>) {
         let w = bh.hot.word.load(Ordering::Acquire);
-        if word::available(w) <= 0 {
-            return; // nothing free: a release will wake the next waiter
-        }
-        // The flag and the waiter count are read in one atomic step, so a
-        // newcomer either sees the flag or is counted here.
-        let w = bh.hot.word.fetch_or(word::STRANDED, Ordering::AcqRel) | word::STRANDED;
         if word::available(w) > 0 && word::waiters(w) > 1 && self.passed_at != Some(w) {
             self.passed_at = Some(w);
             bh.wake_more(1);
@@ -165,7 +159,12 @@ impl Waiter {
         bh: &Bulkhead<C>,
         r: Result<(), AcquireError>,
     ) -> Poll<Result<(), AcquireError>> {
-        bh.deregister();
+        let old = bh.deregister();
+        // We were woken and leave without a permit: hand the wake-up on, or
+        // the permits it was for could sit next to the waiters behind us.
+        if word::available(old) > 0 && word::waiters(old) > 1 {
+            bh.wake_more(1);
+        }
         self.finish(bh, r)
     }
 
@@ -232,17 +231,15 @@ impl<C> Bulkhead<C> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        // Permits are free, yet we queue, and a waiter for
-                        // several permits has gone back to sleep next to
-                        // them: wake the first waiter to look. One who cannot
-                        // use them passes the wake-up on, down to us. (Free
-                        // permits without the flag are already promised to
-                        // woken waiters that have not run yet.)
-                        if word::stranded(next)
-                            && word::available(next) > 0
-                            && word::waiters(cur) > 0
-                        {
-                            self.wake_more(1);
+                        // Permits are free, yet we queue behind other waiters:
+                        // make sure one of them is awake to look. One who
+                        // cannot use them passes the wake-up on, down to us.
+                        if word::available(next) > 0 && word::waiters(cur) > 0 {
+                            // Not "additional": if a waiter is already woken
+                            // and about to look, it is the one to look (and
+                            // hands the wake-up on if it cannot use the
+                            // permits); only if none is, wake the first.
+                            self.wake_one_if_none();
                         }
                         return Ok(Registered::Waiting);
                     }
@@ -266,23 +263,17 @@ impl<C> Bulkhead<C> {
         if word::waiters(cur) >= word::MAX_WAITERS {
             return Err(AcquireError::Full);
         }
-        let mut next = cur + word::ONE_WAITER;
-        if word::available(cur) > 0 && n as i64 > word::available(cur) {
-            // We queue for more than is free, next to free permits that a
-            // smaller request arriving later could use: flag it (see
-            // `STRANDED`).
-            next |= word::STRANDED;
-        }
-        Ok((next, None))
+        Ok((word::register(cur), None))
     }
 
     /// Leaves the waiter count. If permits are free and others still wait,
     /// wakes one of them: the permits may have been released for us.
-    fn deregister(&self) {
+    fn deregister(&self) -> word::Word {
         let old = self.hot.word.fetch_sub(word::ONE_WAITER, Ordering::AcqRel);
         if word::available(old) > 0 && word::waiters(old) > 1 {
             self.hot.event.notify(1);
         }
+        old
     }
 
     /// Waits for one permit, for as long as it takes or until the bulkhead is

@@ -3,8 +3,8 @@
 //! | bits (64-bit word) | bits (32-bit word) | field |
 //! |---|---|---|
 //! | 0 | 0 | closed flag |
-//! | 1 | 1 | stranded flag: a woken waiter for several permits found too few |
-//! | 2..17 | 2..9 | registered waiters |
+//! | 1..5 | 1..4 | arrivals epoch (wrapping count of registrations) |
+//! | 5..17 | 4..9 | registered waiters |
 //! | 17..23 | 9..11 | low bits of the accepted counter (wrapping) |
 //! | 23..43 | 11..21 | capacity |
 //! | 43..64 | 21..32 | available permits, biased so that negative values fit |
@@ -24,7 +24,8 @@
 mod layout {
     pub(crate) type Word = u64;
     pub(crate) type AtomicWord = crate::sync::AtomicU64;
-    pub(crate) const WAITERS_BITS: u32 = 15;
+    pub(crate) const EPOCH_BITS: u32 = 4;
+    pub(crate) const WAITERS_BITS: u32 = 12;
     pub(crate) const COUNT_BITS: u32 = 6;
     pub(crate) const CAP_BITS: u32 = 20;
 }
@@ -33,21 +34,23 @@ mod layout {
 mod layout {
     pub(crate) type Word = u32;
     pub(crate) type AtomicWord = crate::sync::AtomicU32;
-    pub(crate) const WAITERS_BITS: u32 = 7;
+    pub(crate) const EPOCH_BITS: u32 = 3;
+    pub(crate) const WAITERS_BITS: u32 = 5;
     pub(crate) const COUNT_BITS: u32 = 2;
     pub(crate) const CAP_BITS: u32 = 10;
 }
 
 pub(crate) use layout::{AtomicWord, Word};
-use layout::{CAP_BITS, COUNT_BITS, WAITERS_BITS};
+use layout::{CAP_BITS, COUNT_BITS, EPOCH_BITS, WAITERS_BITS};
 
 pub(crate) const CLOSED: Word = 1;
-/// Set by a woken waiter for several permits that found some, but too few,
-/// free and went back to sleep: free permits may then sit next to waiters
-/// who could use them, so a newcomer that queues must wake someone to look.
-/// Cleared by a take that leaves no permit free or nobody waiting.
-pub(crate) const STRANDED: Word = 1 << 1;
-const WAITERS_SHIFT: u32 = 2;
+/// Where the arrivals epoch starts. Every registration moves it on, so the
+/// word differs before and after a waiter arrives even when another left in
+/// between (see `Waiter::pass_on`, which hands a wake-up on at most once
+/// per state of the word).
+const EPOCH_SHIFT: u32 = 1;
+const EPOCH_MASK: Word = (1 << EPOCH_BITS) - 1;
+const WAITERS_SHIFT: u32 = EPOCH_SHIFT + EPOCH_BITS;
 const COUNT_SHIFT: u32 = WAITERS_SHIFT + WAITERS_BITS;
 const CAP_SHIFT: u32 = COUNT_SHIFT + COUNT_BITS;
 const AVAIL_SHIFT: u32 = CAP_SHIFT + CAP_BITS;
@@ -78,11 +81,6 @@ pub(crate) const fn initial(capacity: usize) -> Word {
 #[inline]
 pub(crate) const fn closed(w: Word) -> bool {
     w & CLOSED != 0
-}
-
-#[inline]
-pub(crate) const fn stranded(w: Word) -> bool {
-    w & STRANDED != 0
 }
 
 #[inline]
@@ -132,15 +130,11 @@ pub(crate) const fn take(w: Word, n: usize) -> (Word, bool) {
     }
 }
 
-/// `w` after a take: the stranded flag goes once no permit is free or nobody
-/// waits, since no free permit can then sit next to a waiter.
+/// `w` with one more waiter registered and the arrivals epoch moved on.
 #[inline]
-pub(crate) const fn settle_stranded(w: Word) -> Word {
-    if available(w) <= 0 || waiters(w) == 0 {
-        w & !STRANDED
-    } else {
-        w
-    }
+pub(crate) const fn register(w: Word) -> Word {
+    let epoch = ((w >> EPOCH_SHIFT) + 1) & EPOCH_MASK;
+    ((w & !(EPOCH_MASK << EPOCH_SHIFT)) | (epoch << EPOCH_SHIFT)) + ONE_WAITER
 }
 
 /// `w` with capacity `cap` and availability `avail`, other fields kept.
@@ -165,7 +159,7 @@ mod tests {
         let (w, wrapped) = take(w, 3);
         assert!(!wrapped);
         assert_eq!((available(w), in_flight(w), count(w)), (4, 3, 1));
-        let w = w + ONE_WAITER + ONE_WAITER;
+        let w = register(register(w));
         assert_eq!(waiters(w), 2);
         let w = w + permits(3);
         assert_eq!((available(w), in_flight(w), capacity(w)), (7, 0, 7));
