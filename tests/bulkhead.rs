@@ -1064,3 +1064,26 @@ fn metrics_snapshot_reports_the_current_state() {
     assert_eq!((m.in_flight, m.available, m.waiting), (0, 3, 0));
     assert_eq!(m.cancelled_waits, 1);
 }
+
+#[test]
+fn forget_fails_a_waiter_that_now_asks_for_more_than_the_capacity() {
+    let clock = ManualClock::new();
+    let b = Bulkhead::new("forget", 3, &clock);
+    let one = b.try_acquire().unwrap();
+    let two = b.try_acquire_many(2).unwrap();
+    let mut all = std::pin::pin!(b.acquire_many(3));
+    assert!(futures_lite::future::block_on(futures_lite::future::poll_once(&mut all)).is_none());
+    assert_eq!(b.waiting(), 1);
+    one.forget(); // capacity 2: the waiter for 3 can never be served
+    let r = futures_lite::future::block_on(futures_lite::future::poll_once(&mut all));
+    assert_eq!(
+        r.map(|r| r.map(|p| p.count())),
+        Some(Err(AcquireError::ExceedsCapacity {
+            requested: 3,
+            capacity: 2
+        }))
+    );
+    assert_eq!(b.waiting(), 0);
+    drop(two);
+    assert_eq!((b.capacity(), b.available(), b.in_flight()), (2, 2, 0));
+}

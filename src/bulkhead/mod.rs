@@ -662,11 +662,16 @@ impl<C> Bulkhead<C> {
         if n == 0 {
             return;
         }
-        self.update(|w| {
+        let old = self.update(|w| {
             let in_flight = word::in_flight(w).saturating_sub(n);
             let cap = word::capacity(w).saturating_sub(n);
             word::with_capacity(w, cap, cap as i64 - in_flight as i64)
         });
+        // The capacity shrank: waiters that now ask for more than it must
+        // wake up to fail, as after `resize`.
+        if word::waiters(old) > 0 {
+            self.notify_all();
+        }
     }
 
     fn accepted_from(&self, w: Word) -> usize {
