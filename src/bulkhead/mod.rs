@@ -88,15 +88,17 @@ use word::{AtomicWord, Word};
 /// In a rare race — a permit released in the instant between a woken
 /// waiter's look and its listening again — that waiter can take the permit
 /// whose wake-up went to the next one, who then queues again at the back.
-/// No permit is lost and no waiter is stranded: the loom models in
-/// `tests/loom.rs` check both.
+/// No permit is lost and no waiter is left asleep next to a permit it could
+/// use: the loom models in `tests/loom.rs` and the model-based test in
+/// `tests/bulkhead_model.rs` check both.
 ///
 /// # Capacity changes and closing
 ///
 /// [`resize`](Self::resize) grows or shrinks the capacity without blocking.
 /// After a shrink no permit is granted until in flight is below the new
 /// capacity; permits already out stay valid and are simply returned. A waiter
-/// that asks for more than the new capacity fails with
+/// that asks for more than the new capacity (after a shrink, or after
+/// [`Permit::forget`] took capacity away) fails with
 /// [`ExceedsCapacity`](AcquireError::ExceedsCapacity).
 /// [`close`](Self::close) fails every waiter and every later acquire with
 /// [`Closed`](AcquireError::Closed); permits already out stay valid.
