@@ -10,26 +10,12 @@
 mod imp {
     #[allow(unused_imports)]
     pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-
-    /// Tells the processor we are spinning; a no-op for the model checker's sake elsewhere.
-    #[inline]
-    #[allow(dead_code)]
-    pub(crate) fn spin_loop() {
-        core::hint::spin_loop();
-    }
 }
 
 #[cfg(loom)]
 mod imp {
     #[allow(unused_imports)]
     pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-
-    /// Under loom a spin must yield, or the model never lets the other thread run.
-    #[inline]
-    #[allow(dead_code)]
-    pub(crate) fn spin_loop() {
-        loom::thread::yield_now();
-    }
 }
 
 pub(crate) use imp::*;

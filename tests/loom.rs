@@ -157,6 +157,24 @@ fn waiter_is_woken_by_release() {
     });
 }
 
+/// A thread that polls one `acquire()` once: if it got the permit it works
+/// with it and returns `true`; otherwise it drops the future, cancelling the
+/// wait, and returns `false`.
+fn spawn_poll_once_then_cancel(s: &Arc<Shared>) -> thread::JoinHandle<bool> {
+    let s = s.clone();
+    thread::spawn(move || {
+        let mut fut = pin!(s.bh.acquire());
+        match poll_once(&mut fut) {
+            Poll::Ready(r) => {
+                s.work(r.expect("only Full or a permit is possible"), 1);
+                true
+            }
+            // Dropped at the end of the closure: the wait is cancelled.
+            Poll::Pending => false,
+        }
+    })
+}
+
 /// (3a) A waiter polled once (so registered, unless the release came first)
 /// and then dropped, concurrently with a release: the permit comes back and
 /// a third party can take it.
@@ -167,18 +185,7 @@ fn cancelled_waiter_gives_the_permit_back() {
         let held = s.bh.try_acquire().unwrap();
         s.enter(&held, 1);
 
-        let s2 = s.clone();
-        let waiter = thread::spawn(move || {
-            let mut fut = pin!(s2.bh.acquire());
-            match poll_once(&mut fut) {
-                Poll::Ready(r) => {
-                    s2.work(r.expect("only Full or a permit is possible"), 1);
-                    true
-                }
-                // Dropped at the end of the closure: the wait is cancelled.
-                Poll::Pending => false,
-            }
-        });
+        let waiter = spawn_poll_once_then_cancel(&s);
 
         s.leave(held);
         let took = waiter.join().unwrap();
@@ -204,17 +211,7 @@ fn cancelled_waiter_passes_the_wake_up_on() {
         let held = s.bh.try_acquire().unwrap();
         s.enter(&held, 1);
 
-        let s1 = s.clone();
-        let quitter = thread::spawn(move || {
-            let mut fut = pin!(s1.bh.acquire());
-            match poll_once(&mut fut) {
-                Poll::Ready(r) => {
-                    s1.work(r.expect("only Full or a permit is possible"), 1);
-                    true
-                }
-                Poll::Pending => false,
-            }
-        });
+        let quitter = spawn_poll_once_then_cancel(&s);
         let s2 = s.clone();
         let patient = thread::spawn(move || {
             let p = block_on(s2.bh.acquire()).expect("a permit is released for it");
