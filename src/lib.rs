@@ -95,18 +95,24 @@ extern crate std;
 
 mod sync;
 
+pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 
+pub use breaker::{
+    BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
+    Outcome, Rejection,
+};
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 
 /// The named futures returned by this crate's async methods, for storing them
 /// in structs or naming them in trait impls.
-#[cfg(feature = "alloc")]
 pub mod futures {
+    pub use crate::breaker::Call;
+    #[cfg(feature = "alloc")]
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
-    #[cfg(target_has_atomic = "ptr")]
+    #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
 }

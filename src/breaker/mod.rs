@@ -1,0 +1,1312 @@
+//! A lock-free circuit breaker with a count window in a ring of atomics.
+//!
+//! See [`CircuitBreaker`] for the type, [`BreakerConfig`] for its settings and
+//! their defaults (seed 002), and the decisions on edge semantics it
+//! documents.
+
+mod config;
+mod error;
+mod window;
+mod word;
+
+use core::fmt;
+use core::future::Future;
+use core::mem::ManuallyDrop;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use crate::clock::{Clock, Instant};
+use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
+
+pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
+pub use error::{CallError, Rejection};
+use sealed::Raw;
+use window::{Counts, Kind, Window, MAX_WINDOW};
+use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN, HALF_OPEN, OPEN};
+
+/// The state of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls pass and their outcomes fill the window.
+    Closed,
+    /// Calls are refused until the open wait ends.
+    Open,
+    /// A limited number of probes pass; their outcomes decide.
+    HalfOpen,
+    /// Calls are refused until [`reset`](CircuitBreaker::reset) (an operator's
+    /// switch).
+    ForcedOpen,
+    /// Calls pass and nothing is recorded until
+    /// [`reset`](CircuitBreaker::reset).
+    Disabled,
+}
+
+impl State {
+    const fn from_bits(bits: u32) -> State {
+        match bits {
+            CLOSED => State::Closed,
+            OPEN => State::Open,
+            HALF_OPEN => State::HalfOpen,
+            FORCED_OPEN => State::ForcedOpen,
+            _ => State::Disabled,
+        }
+    }
+
+    /// The state's name in lowercase snake case (`"half_open"`), for logs and
+    /// metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+            State::Disabled => "disabled",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a call's result means to the breaker: the caller decides.
+///
+/// An HTTP 404 is an answer ([`Success`](Outcome::Success)); a 503 or a
+/// timeout is a [`Failure`](Outcome::Failure); a call cancelled by its own
+/// caller, or refused for bad input before it reached the system, says
+/// nothing about the system ([`Ignored`](Outcome::Ignored)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The system answered.
+    Success,
+    /// The system failed.
+    Failure,
+    /// Not recorded; a half-open probe gives its slot back.
+    Ignored,
+}
+
+/// One state change, as a [`OnTransition`] listener sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    /// The breaker's name.
+    pub name: &'static str,
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// When it happened, by the breaker's clock. For a half-open episode that
+    /// ran out of time (`max_half_open_wait`), the moment it ran out.
+    pub at: Instant,
+}
+
+/// Told about every state change of a breaker: for logs and metrics.
+///
+/// `()` is the listener of a breaker made with [`CircuitBreaker::new`]: it
+/// does nothing and costs nothing. Any `Fn(&Transition)` is a listener.
+///
+/// The listener runs on the thread that made the transition, right after it;
+/// it must not block. Two transitions made at once by two threads may reach
+/// the listener in either order; `at` and the sequence of `from`/`to` tell
+/// them apart.
+pub trait OnTransition {
+    /// Called once per transition.
+    fn on_transition(&self, transition: &Transition);
+}
+
+impl OnTransition for () {
+    #[inline(always)]
+    fn on_transition(&self, _: &Transition) {}
+}
+
+impl<F: Fn(&Transition)> OnTransition for F {
+    #[inline]
+    fn on_transition(&self, transition: &Transition) {
+        self(transition)
+    }
+}
+
+/// A breaker on the process-wide [`StdClock`](crate::clock::StdClock).
+#[cfg(feature = "std")]
+pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
+
+/// A circuit breaker: stops calling a system that is clearly failing or
+/// slowly dying, and lets it recover.
+///
+/// `N` is the window's capacity, fixed at compile time so that no heap is
+/// needed (a breaker can live in a `static` on a microcontroller); the
+/// window size in use is the config's `window_size ≤ N`. `C` is the clock
+/// (the same breaker runs on tokio, smol, async-std, embassy, or a
+/// [`ManualClock`](crate::clock::ManualClock) in tests); `H` is an optional
+/// [`OnTransition`] listener.
+///
+/// Two ways to use it: [`call`](Self::call) / [`call_with`](Self::call_with)
+/// wrap a future and record its outcome; [`try_acquire`](Self::try_acquire)
+/// returns a [`CallPermit`] on which code that cannot be wrapped records the
+/// outcome itself.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::{BreakerConfig, CircuitBreaker, Outcome};
+/// use watertight::breaker::State;
+/// use watertight::clock::ManualClock;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let config = BreakerConfig::builder()
+///     .window_size(10)
+///     .minimum_calls(4)
+///     .open_duration(Duration::from_secs(30))
+///     .build()
+///     .unwrap();
+/// let payments: CircuitBreaker<_, 10> = CircuitBreaker::new("payments", config, &clock);
+///
+/// // A 503 is a failure; a 404 is an answer.
+/// let classify = |r: &Result<u16, ()>| match r {
+///     Ok(status) if *status >= 500 => Outcome::Failure,
+///     Ok(_) => Outcome::Success,
+///     Err(()) => Outcome::Failure,
+/// };
+/// for status in [404, 503, 503, 200] {
+///     let got = payments.call_with(async move { Ok(status) }, classify).await;
+///     assert_eq!(got, Ok(status));
+/// }
+/// // 2 failures of 4 is 50 %: it opened, and says when to come back.
+/// assert_eq!(payments.state(), State::Open);
+/// let refused = payments.call(async { Ok::<_, ()>(200) }).await.unwrap_err();
+/// assert_eq!(refused.retry_after(), Some(Duration::from_secs(30)));
+///
+/// clock.advance(Duration::from_secs(30));
+/// assert_eq!(payments.state(), State::HalfOpen);
+/// # });
+/// ```
+///
+/// # Decisions on edge semantics
+///
+/// - **When rates are evaluated**: after every recorded outcome, once the
+///   window holds at least `minimum_calls` outcomes; so a success can trip
+///   the breaker (5 failures then 1 success, with minimum 6 and 50 %).
+/// - **Threshold**: `rate >= threshold` trips (3 of 6 at 50 % trips). The
+///   failure rate counts slow failures; the slow-call rate counts slow
+///   successes and slow failures.
+/// - **Slow**: a call is slow when its duration, measured by the breaker's
+///   clock from `try_acquire` (or the first poll of `call`) to the outcome,
+///   is strictly greater than `slow_call_duration`.
+/// - **End of the open wait**: probes may pass once `now >= opened_at +
+///   open_duration`; rejected calls do not extend the wait. [`state`](Self::state)
+///   consults the clock, so it never says Open when a call would be let
+///   through.
+/// - **Half-open**: an episode begins with the first call after the open
+///   wait, and admits exactly `half_open_calls` probes in total; more are
+///   rejected at once ([`Rejection::ProbesBusy`], no hint). A probe whose
+///   outcome is ignored, or whose permit is dropped without an outcome,
+///   gives its slot back. The first failed or slow probe reopens (a new open
+///   wait); when `half_open_calls` probes have succeeded, it closes. With
+///   `max_half_open_wait` set, an episode whose probes are not all back that
+///   long after it began reopens, as of that moment, as if a probe had
+///   failed: a lost probe cannot wedge the breaker.
+/// - **Windows**: Closed → Open and HalfOpen → Open keep the window frozen
+///   for metrics (it shows why it opened); entering HalfOpen or Closed starts
+///   an empty window (half-open probes are recorded in it for metrics; they
+///   decide through their own counts). ForcedOpen and Disabled keep the
+///   window frozen too. Rejected and stale counts run over the breaker's life.
+/// - **Generations**: every transition bumps a generation. An outcome
+///   recorded on a permit of an older generation changes nothing and is
+///   counted as stale.
+/// - **Panics**: under `std`, a permit dropped while its thread panics records
+///   a failure; a permit dropped otherwise without an outcome (cancellation)
+///   records nothing and frees its half-open slot.
+/// - **Operator switches**: [`force_open`](Self::force_open) refuses
+///   everything; [`disable`](Self::disable) admits everything and records
+///   nothing; [`reset`](Self::reset) empties the window and closes, from any
+///   state. Each is a transition.
+/// - **Bad config**: refused with a [`BreakerConfigError`] naming the field,
+///   never clamped.
+///
+/// # Lock-free on every target
+///
+/// The state, the generation and the half-open probe counts are one `u32`
+/// word, so every transition is a single compare-and-swap and only one of
+/// two threads that decide the same transition makes it (a trip happens
+/// once per generation). The window is a ring of `u8` slots plus one word
+/// with its index and counts; see the module docs of `window` in the source.
+/// The time the current state began lives in its own word tagged with the
+/// generation; on targets without 64-bit atomics (thumbv6m, thumbv7em) it is
+/// 32 bits of milliseconds, read back with wrapping arithmetic, which limits
+/// durations in the config to 37 hours there. There is no lock and no spin
+/// anywhere: a thread that finds a transition half-published works with what
+/// is published (an open breaker whose stamp is not out yet rejects with the
+/// full open wait as its hint).
+///
+/// Single-threaded, the breaker answers exactly as a plain sequential state
+/// machine would (`tests/breaker_model.rs` checks that on random sequences).
+/// Under concurrency, outcomes may land in the window in any order, none is
+/// lost, and the probe cap holds (`tests/loom.rs`).
+///
+/// # Memory ordering
+///
+/// State changes are `AcqRel` compare-and-swaps on the state word and loads
+/// are `Acquire`, so a thread that sees a state also sees what the thread
+/// that made it wrote before (the window it installed, the stamp it
+/// published). The rejected and stale counters are `Relaxed`: they are
+/// statistics, not synchronisation.
+///
+/// # Cost
+///
+/// A closed-state call with slow-call detection off reads no clock: one load
+/// of the state word to admit, and to record one compare-and-swap on the
+/// window word plus two loads (a success that replaces a success writes no
+/// slot and moves no count). Slow-call detection adds two clock reads. No
+/// operation allocates.
+pub struct CircuitBreaker<C, const N: usize, H = ()> {
+    state: AtomicU32,
+    stamp: AtomicStamp,
+    window: Window<N>,
+    rejected: AtomicUsize,
+    stale: AtomicUsize,
+    config: BreakerConfig,
+    name: &'static str,
+    clock: C,
+    listener: H,
+}
+
+impl<C, const N: usize> CircuitBreaker<C, N> {
+    crate::sync::const_fn! {
+        /// A closed breaker named `name` (for metrics and logs), with no
+        /// listener.
+        ///
+        /// # Panics
+        ///
+        /// If `config.window_size()` is larger than `N`; in a `static` or
+        /// `const` that is a compile-time error. Use [`try_new`](Self::try_new)
+        /// for config read at run time. `N` of zero, or above 65 535 (255 on
+        /// targets without 64-bit atomics), does not compile.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::{BreakerConfig, CircuitBreaker};
+        /// use watertight::clock::StdClock;
+        ///
+        /// static UPSTREAM: CircuitBreaker<StdClock, 64> =
+        ///     CircuitBreaker::new("upstream", BreakerConfig::DEFAULT, StdClock::new());
+        /// assert!(UPSTREAM.try_acquire().is_ok());
+        /// ```
+        #[track_caller]
+        pub const fn new(name: &'static str, config: BreakerConfig, clock: C) -> Self {
+            Self::with_listener(name, config, clock, ())
+        }
+    }
+
+    /// Like [`new`](Self::new), for config read at run time.
+    ///
+    /// # Errors
+    ///
+    /// [`BreakerConfigError::WindowAboveCapacity`] if `config.window_size()`
+    /// is larger than `N`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{BreakerConfig, BreakerConfigError, CircuitBreaker};
+    /// use watertight::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let err = CircuitBreaker::<_, 16>::try_new("x", BreakerConfig::DEFAULT, &clock).unwrap_err();
+    /// assert_eq!(err, BreakerConfigError::WindowAboveCapacity { window_size: 50, capacity: 16 });
+    /// ```
+    pub fn try_new(
+        name: &'static str,
+        config: BreakerConfig,
+        clock: C,
+    ) -> Result<Self, BreakerConfigError> {
+        Self::try_with_listener(name, config, clock, ())
+    }
+}
+
+impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
+    crate::sync::const_fn! {
+        /// Like [`new`](CircuitBreaker::new), with a listener told about every
+        /// state change.
+        ///
+        /// # Panics
+        ///
+        /// If `config.window_size()` is larger than `N`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::atomic::{AtomicUsize, Ordering};
+        /// use watertight::{BreakerConfig, CircuitBreaker};
+        /// use watertight::breaker::Transition;
+        /// use watertight::clock::ManualClock;
+        ///
+        /// static OPENED: AtomicUsize = AtomicUsize::new(0);
+        /// let clock = ManualClock::new();
+        /// let config = BreakerConfig::builder().window_size(4).minimum_calls(2).build().unwrap();
+        /// let breaker = CircuitBreaker::<_, 4, _>::with_listener("db", config, &clock, |t: &Transition| {
+        ///     if t.to == watertight::breaker::State::Open {
+        ///         OPENED.fetch_add(1, Ordering::Relaxed);
+        ///     }
+        /// });
+        /// breaker.try_acquire().unwrap().failure();
+        /// breaker.try_acquire().unwrap().failure();
+        /// assert_eq!(OPENED.load(Ordering::Relaxed), 1);
+        /// ```
+        #[track_caller]
+        pub const fn with_listener(name: &'static str, config: BreakerConfig, clock: C, listener: H) -> Self {
+            const { assert!(N > 0 && N <= MAX_WINDOW, "a breaker's window capacity N must be in 1..=MAX_WINDOW") };
+            if config.window_size as usize > N {
+                panic!("breaker config: window_size is above the breaker's capacity N");
+            }
+            CircuitBreaker {
+                state: AtomicU32::new(word::make(CLOSED, 0)),
+                stamp: AtomicStamp::new(word::NEVER),
+                window: Window::new(),
+                rejected: AtomicUsize::new(0),
+                stale: AtomicUsize::new(0),
+                config,
+                name,
+                clock,
+                listener,
+            }
+        }
+    }
+
+    /// Like [`with_listener`](Self::with_listener), for config read at run
+    /// time.
+    ///
+    /// # Errors
+    ///
+    /// [`BreakerConfigError::WindowAboveCapacity`] if `config.window_size()`
+    /// is larger than `N`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    /// use watertight::breaker::Transition;
+    /// use watertight::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let b = CircuitBreaker::<_, 64, _>::try_with_listener(
+    ///     "db", BreakerConfig::DEFAULT, &clock, |_: &Transition| {},
+    /// ).unwrap();
+    /// assert_eq!(b.name(), "db");
+    /// ```
+    pub fn try_with_listener(
+        name: &'static str,
+        config: BreakerConfig,
+        clock: C,
+        listener: H,
+    ) -> Result<Self, BreakerConfigError> {
+        if config.window_size as usize > N {
+            return Err(BreakerConfigError::WindowAboveCapacity {
+                window_size: config.window_size as usize,
+                capacity: N,
+            });
+        }
+        Ok(Self::with_listener(name, config, clock, listener))
+    }
+
+    /// The name given at construction.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("inventory", BreakerConfig::DEFAULT, &clock);
+    /// assert_eq!(b.name(), "inventory");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The config it was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::CRITICAL, &clock);
+    /// assert_eq!(b.config().failure_rate_threshold(), 30.0);
+    /// ```
+    pub fn config(&self) -> &BreakerConfig {
+        &self.config
+    }
+
+    /// The clock it measures with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// assert_eq!(b.clock().now(), clock.now());
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
+    /// Asks to make one call.
+    ///
+    /// Closed or disabled: a permit. Open: refused with
+    /// [`Rejection::Open`] and how long until a probe may pass — unless the
+    /// open wait is over, in which case this call begins a half-open episode
+    /// as its first probe. Half-open: a probe permit while the episode has
+    /// probes left, else [`Rejection::ProbesBusy`]. Forced open:
+    /// [`Rejection::ForcedOpen`]. Never waits.
+    ///
+    /// The permit records the call's outcome: [`CallPermit::success`],
+    /// [`failure`](CallPermit::failure), [`ignore`](CallPermit::ignore).
+    /// With slow-call detection on, the call's duration is measured from here.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] saying why; it is counted in
+    /// [`metrics`](Self::metrics)`().rejected`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// let permit = b.try_acquire().unwrap();
+    /// // ... make the call that cannot be wrapped ...
+    /// permit.success();
+    /// assert_eq!(b.metrics().calls, 1);
+    /// ```
+    pub fn try_acquire(&self) -> Result<CallPermit<'_, C, N, H>, Rejection> {
+        self.acquire_raw()
+            .map(|raw| CallPermit { breaker: self, raw })
+    }
+
+    /// Runs `call` if the breaker lets it through and records its outcome: an
+    /// `Err` is a failure, an `Ok` a success. See [`call_with`](Self::call_with)
+    /// to decide which results are failures.
+    ///
+    /// The permit is asked for on the first poll. The result is the call's
+    /// own, or [`CallError::Rejected`] when the call did not run.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] when the breaker refused; [`CallError::Failed`]
+    /// with the call's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes drops the call and records
+    /// nothing; a half-open probe slot it held is given back. Under `std`,
+    /// if the call panics, the unwinding records a failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker, CallError}; use watertight::clock::ManualClock;
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// assert_eq!(b.call(async { Ok::<_, &str>(7) }).await, Ok(7));
+    /// assert_eq!(b.call(async { Err::<u8, _>("boom") }).await, Err(CallError::Failed("boom")));
+    /// assert_eq!(b.metrics().failed_calls, 1);
+    /// # });
+    /// ```
+    pub fn call<F, T, E>(&self, call: F) -> Call<'_, Self, F, ErrIsFailure<T, E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_with(call, err_is_failure::<T, E>)
+    }
+
+    /// Runs `call` if the breaker lets it through, and records what
+    /// `classify` makes of its result.
+    ///
+    /// `classify` sees the call's result and says whether the system
+    /// answered ([`Outcome::Success`]: an HTTP 404 is an answer), failed
+    /// ([`Outcome::Failure`]: a 503), or said nothing
+    /// ([`Outcome::Ignored`]). The result is returned as it is, whatever the
+    /// classifier says: an `Ok(503)` classified as a failure is still
+    /// `Ok(503)`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] when the breaker refused; [`CallError::Failed`]
+    /// with the call's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`call`](Self::call).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker, Outcome}; use watertight::clock::ManualClock;
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// let status = b
+    ///     .call_with(async { Ok::<u16, ()>(503) }, |r| match r {
+    ///         Ok(s) if *s < 500 => Outcome::Success,
+    ///         _ => Outcome::Failure,
+    ///     })
+    ///     .await;
+    /// assert_eq!(status, Ok(503));
+    /// assert_eq!(b.metrics().failed_calls, 1);
+    /// # });
+    /// ```
+    pub fn call_with<F, T, E, K>(&self, call: F, classify: K) -> Call<'_, Self, F, K>
+    where
+        F: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        Call {
+            breaker: self,
+            call,
+            classify: Some(classify),
+            raw: None,
+            started: false,
+        }
+    }
+
+    /// The state now. It consults the clock: once the open wait is over it
+    /// says [`State::HalfOpen`] (the next call would be let through as a
+    /// probe), and a half-open episode past `max_half_open_wait` reads as
+    /// [`State::Open`]. Reading the state changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::breaker::State;
+    /// # use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// b.force_open();
+    /// assert_eq!(b.state(), State::ForcedOpen);
+    /// b.reset();
+    /// assert_eq!(b.state(), State::Closed);
+    /// ```
+    pub fn state(&self) -> State {
+        let s = self.state.load(Acquire);
+        match word::state(s) {
+            OPEN => {
+                let now = self.clock.now();
+                match self.began(s, now) {
+                    Some(opened) if now >= opened.saturating_add(self.open_duration()) => {
+                        State::HalfOpen
+                    }
+                    _ => State::Open,
+                }
+            }
+            HALF_OPEN if self.config.max_half_open_ns != 0 => {
+                let now = self.clock.now();
+                match self.half_open_expiry(s, now) {
+                    Some(expired) if now < expired.saturating_add(self.open_duration()) => {
+                        State::Open
+                    }
+                    _ => State::HalfOpen,
+                }
+            }
+            bits => State::from_bits(bits),
+        }
+    }
+
+    /// A snapshot of the breaker's numbers. Each field is read atomically;
+    /// the snapshot as a whole is not (a call may land between two reads).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let config = BreakerConfig::builder().window_size(4).minimum_calls(2).build().unwrap();
+    /// let b: CircuitBreaker<_, 4> = CircuitBreaker::new("x", config, &clock);
+    /// b.try_acquire().unwrap().success();
+    /// assert_eq!(b.metrics().failure_rate, None); // not enough calls yet
+    /// b.try_acquire().unwrap().success();
+    /// assert_eq!(b.metrics().failure_rate, Some(0.0));
+    /// ```
+    pub fn metrics(&self) -> BreakerMetrics {
+        let state = self.state();
+        let counts = self.window.counts(self.config.window_size as usize);
+        let rate = |n: usize| {
+            if counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
+                Some(n as f32 * 100.0 / counts.calls as f32)
+            } else {
+                None
+            }
+        };
+        BreakerMetrics {
+            state,
+            failure_rate: rate(counts.failures),
+            slow_call_rate: rate(counts.slow),
+            calls: counts.calls,
+            failed_calls: counts.failures,
+            slow_calls: counts.slow,
+            rejected: self.rejected.load(Relaxed),
+            stale: self.stale.load(Relaxed),
+            last_transition: word::read_any(self.stamp.load(Acquire), self.clock.now()),
+        }
+    }
+
+    /// Forces the breaker open: every call is refused with
+    /// [`Rejection::ForcedOpen`] until [`reset`](Self::reset). Returns
+    /// whether this call made the change (false if it was already forced
+    /// open).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker, Rejection}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// assert!(b.force_open());
+    /// assert!(!b.force_open());
+    /// assert_eq!(b.try_acquire().unwrap_err(), Rejection::ForcedOpen);
+    /// ```
+    pub fn force_open(&self) -> bool {
+        self.switch_to(FORCED_OPEN)
+    }
+
+    /// Disables the breaker: every call passes and nothing is recorded until
+    /// [`reset`](Self::reset). Returns whether this call made the change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// b.disable();
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.metrics().calls, 0);
+    /// ```
+    pub fn disable(&self) -> bool {
+        self.switch_to(DISABLED)
+    }
+
+    /// Empties the window and closes the breaker, from any state (also from
+    /// Closed, where it starts a fresh window). Outcomes of permits taken
+    /// before count as stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// let old = b.try_acquire().unwrap();
+    /// b.reset();
+    /// old.failure();
+    /// assert_eq!(b.metrics().stale, 1);
+    /// assert_eq!(b.metrics().calls, 0);
+    /// ```
+    pub fn reset(&self) {
+        let mut s = self.state.load(Acquire);
+        let now = self.clock.now();
+        loop {
+            match self.transition(s, word::next(s, CLOSED), now) {
+                Ok(()) => return,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    // ---- internals -------------------------------------------------------
+
+    fn open_duration(&self) -> Duration {
+        Duration::from_nanos(self.config.open_ns)
+    }
+
+    /// Whether generation `gen` is still the breaker's.
+    #[inline]
+    fn current(&self, gen: u32) -> bool {
+        word::gen(self.state.load(Acquire)) == gen
+    }
+
+    /// When the state in word `s` began, if its stamp is published.
+    #[inline]
+    fn began(&self, s: u32, now: Instant) -> Option<Instant> {
+        word::read(self.stamp.load(Acquire), word::gen(s), now)
+    }
+
+    /// For a half-open word `s` with a limit set: the moment the episode ran
+    /// out of time, if it has.
+    fn half_open_expiry(&self, s: u32, now: Instant) -> Option<Instant> {
+        let began = self.began(s, now)?;
+        let expires = began.saturating_add(Duration::from_nanos(self.config.max_half_open_ns));
+        (now >= expires).then_some(expires)
+    }
+
+    #[inline]
+    fn reject(&self, why: Rejection) -> Rejection {
+        self.rejected.fetch_add(1, Relaxed);
+        why
+    }
+
+    /// The start of a call's duration, if slow-call detection is on.
+    #[inline]
+    fn start(&self) -> Instant {
+        if self.config.slow_ns != 0 {
+            self.clock.now()
+        } else {
+            Instant::from_nanos(0)
+        }
+    }
+
+    fn acquire_raw(&self) -> Result<Raw, Rejection> {
+        let mut s = self.state.load(Acquire);
+        loop {
+            match word::state(s) {
+                CLOSED => {
+                    return Ok(Raw {
+                        gen: word::gen(s),
+                        probe: false,
+                        start: self.start(),
+                    })
+                }
+                DISABLED => {
+                    return Ok(Raw {
+                        gen: word::gen(s),
+                        probe: false,
+                        start: Instant::from_nanos(0),
+                    })
+                }
+                FORCED_OPEN => return Err(self.reject(Rejection::ForcedOpen)),
+                OPEN => {
+                    let now = self.clock.now();
+                    let Some(opened) = self.began(s, now) else {
+                        // Just opened by a thread that has not published the
+                        // stamp yet: the whole wait is ahead.
+                        return Err(self.reject(Rejection::Open {
+                            retry_after: self.open_duration(),
+                        }));
+                    };
+                    let ends = opened.saturating_add(self.open_duration());
+                    if now < ends {
+                        return Err(self.reject(Rejection::Open {
+                            retry_after: ends.saturating_duration_since(now),
+                        }));
+                    }
+                    // The wait is over: this call begins a half-open episode
+                    // as its first probe.
+                    let probing = word::with_taken(word::next(s, HALF_OPEN), 1);
+                    match self.transition(s, probing, now) {
+                        Ok(()) => {
+                            return Ok(Raw {
+                                gen: word::gen(probing),
+                                probe: true,
+                                start: if self.config.slow_ns != 0 {
+                                    now
+                                } else {
+                                    Instant::from_nanos(0)
+                                },
+                            })
+                        }
+                        Err(actual) => s = actual,
+                    }
+                }
+                HALF_OPEN => {
+                    if self.config.max_half_open_ns != 0 {
+                        if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
+                            match self.transition(s, word::next(s, OPEN), expired) {
+                                Ok(()) => s = self.state.load(Acquire),
+                                Err(actual) => s = actual,
+                            }
+                            continue;
+                        }
+                    }
+                    let taken = word::taken(s);
+                    if taken >= self.config.half_open_calls as u32 {
+                        return Err(self.reject(Rejection::ProbesBusy));
+                    }
+                    let more = word::with_taken(s, taken + 1);
+                    match self.state.compare_exchange_weak(s, more, AcqRel, Acquire) {
+                        Ok(_) => {
+                            return Ok(Raw {
+                                gen: word::gen(s),
+                                probe: true,
+                                start: self.start(),
+                            })
+                        }
+                        Err(actual) => s = actual,
+                    }
+                }
+                _ => unreachable!("state word holds one of five states"),
+            }
+        }
+    }
+
+    /// Records the outcome of a permit.
+    fn record(&self, raw: Raw, failed: bool) {
+        let slow = self.config.slow_ns != 0
+            && self.clock.now().saturating_duration_since(raw.start)
+                > Duration::from_nanos(self.config.slow_ns);
+        let kind = Kind::new(failed, slow);
+        let window_size = self.config.window_size as usize;
+        let mut s = self.state.load(Acquire);
+        if word::gen(s) != raw.gen {
+            self.stale.fetch_add(1, Relaxed);
+            return;
+        }
+        match word::state(s) {
+            CLOSED => match self
+                .window
+                .record(raw.gen, kind, window_size, || self.current(raw.gen))
+            {
+                None => {
+                    self.stale.fetch_add(1, Relaxed);
+                }
+                Some(counts) => {
+                    if self.trips(counts) {
+                        let _ = self.transition(s, word::next(s, OPEN), self.clock.now());
+                    }
+                }
+            },
+            HALF_OPEN => {
+                if self.config.max_half_open_ns != 0 {
+                    if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
+                        // The episode ran out before this probe came back:
+                        // it reopens, and this outcome is too late.
+                        let _ = self.transition(s, word::next(s, OPEN), expired);
+                        self.stale.fetch_add(1, Relaxed);
+                        return;
+                    }
+                }
+                if self
+                    .window
+                    .record(raw.gen, kind, window_size, || self.current(raw.gen))
+                    .is_none()
+                {
+                    self.stale.fetch_add(1, Relaxed);
+                    return;
+                }
+                loop {
+                    if word::gen(s) != raw.gen {
+                        // Another probe decided the episode meanwhile.
+                        self.stale.fetch_add(1, Relaxed);
+                        return;
+                    }
+                    let decided = if failed || slow {
+                        word::next(s, OPEN)
+                    } else {
+                        let succeeded = word::succeeded(s) + 1;
+                        if succeeded >= self.config.half_open_calls as u32 {
+                            word::next(s, CLOSED)
+                        } else {
+                            word::with_succeeded(s, succeeded)
+                        }
+                    };
+                    let result = if word::gen(decided) != raw.gen {
+                        self.transition(s, decided, self.clock.now())
+                    } else {
+                        self.state
+                            .compare_exchange_weak(s, decided, AcqRel, Acquire)
+                            .map(drop)
+                    };
+                    match result {
+                        Ok(()) => return,
+                        Err(actual) => s = actual,
+                    }
+                }
+            }
+            // Disabled records nothing. Open and ForcedOpen hand out no
+            // permits, so a permit of their generation cannot exist.
+            _ => {}
+        }
+    }
+
+    /// Gives back the half-open slot of a probe that brought no outcome.
+    fn release(&self, raw: Raw) {
+        if !raw.probe {
+            return;
+        }
+        let mut s = self.state.load(Acquire);
+        while word::gen(s) == raw.gen && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
+            let fewer = word::with_taken(s, word::taken(s) - 1);
+            match self.state.compare_exchange_weak(s, fewer, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Whether the window's numbers trip the breaker.
+    #[inline]
+    fn trips(&self, c: Counts) -> bool {
+        let calls = c.calls as u64;
+        if calls == 0 || calls < self.config.minimum_calls as u64 {
+            return false;
+        }
+        c.failures as u64 * 10_000 >= self.config.failure_bp as u64 * calls
+            || (self.config.slow_ns != 0
+                && c.slow as u64 * 10_000 >= self.config.slow_bp as u64 * calls)
+    }
+
+    fn switch_to(&self, to: u32) -> bool {
+        let mut s = self.state.load(Acquire);
+        let now = self.clock.now();
+        loop {
+            if word::state(s) == to {
+                return false;
+            }
+            match self.transition(s, word::next(s, to), now) {
+                Ok(()) => return true,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// One transition: a single CAS of the state word from `from` to `to`
+    /// (a word of the next generation); the winner then publishes when it
+    /// happened, installs or freezes the window, and tells the listener.
+    fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
+        self.state.compare_exchange(from, to, AcqRel, Acquire)?;
+        let gen = word::gen(to);
+        let current = || self.current(gen);
+        let stamp = word::stamp(gen, at);
+        let mut old = self.stamp.load(Acquire);
+        while old != stamp && current() {
+            match self
+                .stamp
+                .compare_exchange_weak(old, stamp, AcqRel, Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => old = actual,
+            }
+        }
+        match word::state(to) {
+            CLOSED | HALF_OPEN => self.window.install(gen, current),
+            _ => self.window.freeze(gen, current),
+        }
+        self.listener.on_transition(&Transition {
+            name: self.name,
+            from: State::from_bits(word::state(from)),
+            to: State::from_bits(word::state(to)),
+            at,
+        });
+        Ok(())
+    }
+}
+
+/// The classifier of [`CircuitBreaker::call`]: an `Err` is a failure.
+pub type ErrIsFailure<T, E> = fn(&Result<T, E>) -> Outcome;
+
+fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Success,
+        Err(_) => Outcome::Failure,
+    }
+}
+
+impl<C, const N: usize, H> fmt::Debug for CircuitBreaker<C, N, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.state.load(Acquire);
+        f.debug_struct("CircuitBreaker")
+            .field("name", &self.name)
+            .field("state", &State::from_bits(word::state(s)))
+            .field("generation", &word::gen(s))
+            .field("capacity", &N)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A snapshot of a breaker's numbers, from [`CircuitBreaker::metrics`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerMetrics {
+    /// The state, as [`CircuitBreaker::state`] reports it.
+    pub state: State,
+    /// Failures in the window, in percent; `None` until the window holds
+    /// `minimum_calls` outcomes.
+    pub failure_rate: Option<f32>,
+    /// Slow calls in the window, in percent; `None` until the window holds
+    /// `minimum_calls` outcomes.
+    pub slow_call_rate: Option<f32>,
+    /// Outcomes in the window.
+    pub calls: usize,
+    /// Failures in the window (slow or not).
+    pub failed_calls: usize,
+    /// Slow calls in the window (successes or failures).
+    pub slow_calls: usize,
+    /// Calls refused over the breaker's life (wraps at `usize::MAX`).
+    pub rejected: usize,
+    /// Outcomes that arrived after the breaker had moved on to another
+    /// generation, over the breaker's life.
+    pub stale: usize,
+    /// When the last transition happened, by the breaker's clock; `None`
+    /// before the first.
+    pub last_transition: Option<Instant>,
+}
+
+/// Leave to make one call, from [`CircuitBreaker::try_acquire`]: record the
+/// outcome on it.
+///
+/// Dropped without an outcome, it records nothing and a half-open probe
+/// gives its slot back (a cancelled call says nothing about the system).
+/// Under `std`, dropped while its thread panics, it records a failure.
+#[must_use = "a permit records nothing unless its outcome is given"]
+#[clippy::has_significant_drop]
+pub struct CallPermit<'a, C: Clock, const N: usize, H: OnTransition = ()> {
+    breaker: &'a CircuitBreaker<C, N, H>,
+    raw: Raw,
+}
+
+impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
+    /// Records that the system answered. Slow if it took longer than the
+    /// slow-call duration.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// b.try_acquire().unwrap().success();
+    /// assert_eq!(b.metrics().calls, 1);
+    /// ```
+    pub fn success(self) {
+        self.record(Outcome::Success)
+    }
+
+    /// Records that the system failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.metrics().failed_calls, 1);
+    /// ```
+    pub fn failure(self) {
+        self.record(Outcome::Failure)
+    }
+
+    /// Records nothing: the call said nothing about the system. A half-open
+    /// probe gives its slot back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// b.try_acquire().unwrap().ignore();
+    /// assert_eq!(b.metrics().calls, 0);
+    /// ```
+    pub fn ignore(self) {
+        self.record(Outcome::Ignored)
+    }
+
+    /// Records `outcome`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker, Outcome}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// let status = 503;
+    /// let permit = b.try_acquire().unwrap();
+    /// permit.record(if status >= 500 { Outcome::Failure } else { Outcome::Success });
+    /// assert_eq!(b.metrics().failed_calls, 1);
+    /// ```
+    pub fn record(self, outcome: Outcome) {
+        let this = ManuallyDrop::new(self);
+        finish(this.breaker, this.raw, outcome);
+    }
+
+    /// Whether this permit is a half-open probe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// assert!(!b.try_acquire().unwrap().is_probe());
+    /// ```
+    pub fn is_probe(&self) -> bool {
+        self.raw.probe
+    }
+
+    /// The breaker this permit belongs to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::ManualClock;
+    /// # let clock = ManualClock::new();
+    /// # let b: CircuitBreaker<_, 64> = CircuitBreaker::new("x", BreakerConfig::DEFAULT, &clock);
+    /// let p = b.try_acquire().unwrap();
+    /// assert_eq!(p.breaker().name(), "x");
+    /// ```
+    pub fn breaker(&self) -> &'a CircuitBreaker<C, N, H> {
+        self.breaker
+    }
+}
+
+fn finish<C: Clock, const N: usize, H: OnTransition>(
+    breaker: &CircuitBreaker<C, N, H>,
+    raw: Raw,
+    outcome: Outcome,
+) {
+    match outcome {
+        Outcome::Success => breaker.record(raw, false),
+        Outcome::Failure => breaker.record(raw, true),
+        Outcome::Ignored => breaker.release(raw),
+    }
+}
+
+/// Drop without an outcome: a failure if the thread is panicking (under
+/// `std`), otherwise nothing, and a probe's slot back.
+fn abandon<C: Clock, const N: usize, H: OnTransition>(breaker: &CircuitBreaker<C, N, H>, raw: Raw) {
+    #[cfg(feature = "std")]
+    if std::thread::panicking() {
+        breaker.record(raw, true);
+        return;
+    }
+    breaker.release(raw);
+}
+
+impl<C: Clock, const N: usize, H: OnTransition> Drop for CallPermit<'_, C, N, H> {
+    fn drop(&mut self) {
+        abandon(self.breaker, self.raw);
+    }
+}
+
+impl<C: Clock, const N: usize, H: OnTransition> fmt::Debug for CallPermit<'_, C, N, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallPermit")
+            .field("breaker", &self.breaker.name)
+            .field("generation", &self.raw.gen)
+            .field("probe", &self.raw.probe)
+            .finish()
+    }
+}
+
+mod sealed {
+    use crate::clock::Instant;
+
+    /// What a permit needs to know: its generation, whether it is a
+    /// half-open probe, and when the call began (when slow-call detection is
+    /// on).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Raw {
+        pub(crate) gen: u32,
+        pub(crate) probe: bool,
+        pub(crate) start: Instant,
+    }
+
+    /// What [`Call`](super::Call) needs from a breaker, so that the future
+    /// can name the breaker as one type parameter (pin-project-lite cannot
+    /// take the breaker's const generic).
+    pub trait Guard {
+        #[doc(hidden)]
+        fn acquire_raw(&self) -> Result<super::Raw, super::Rejection>;
+        #[doc(hidden)]
+        fn finish(&self, raw: super::Raw, outcome: super::Outcome);
+        #[doc(hidden)]
+        fn abandon(&self, raw: super::Raw);
+    }
+}
+
+impl<C: Clock, const N: usize, H: OnTransition> sealed::Guard for CircuitBreaker<C, N, H> {
+    fn acquire_raw(&self) -> Result<Raw, Rejection> {
+        CircuitBreaker::acquire_raw(self)
+    }
+    fn finish(&self, raw: Raw, outcome: Outcome) {
+        finish(self, raw, outcome)
+    }
+    fn abandon(&self, raw: Raw) {
+        abandon(self, raw)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`CircuitBreaker::call`] and
+    /// [`call_with`](CircuitBreaker::call_with): `B` is the breaker's type,
+    /// `F` the call, `K` the classifier.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it before it completes drops the call and records nothing;
+    /// a half-open probe slot it held is given back.
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct Call<'a, B: sealed::Guard, F, K> {
+        breaker: &'a B,
+        #[pin]
+        call: F,
+        classify: Option<K>,
+        raw: Option<Raw>,
+        started: bool,
+    }
+
+    impl<'a, B: sealed::Guard, F, K> PinnedDrop for Call<'a, B, F, K> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(raw) = this.raw.take() {
+                this.breaker.abandon(raw);
+            }
+        }
+    }
+}
+
+impl<B: sealed::Guard, F, K, T, E> Future for Call<'_, B, F, K>
+where
+    F: Future<Output = Result<T, E>>,
+    K: FnOnce(&Result<T, E>) -> Outcome,
+{
+    type Output = Result<T, CallError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if !*this.started {
+            *this.started = true;
+            match this.breaker.acquire_raw() {
+                Ok(raw) => *this.raw = Some(raw),
+                Err(why) => {
+                    *this.classify = None;
+                    return Poll::Ready(Err(CallError::Rejected(why)));
+                }
+            }
+        }
+        let Some(classify) = this.classify.take() else {
+            panic!("`Call` polled after completion");
+        };
+        match this.call.poll(cx) {
+            Poll::Pending => {
+                *this.classify = Some(classify);
+                Poll::Pending
+            }
+            Poll::Ready(result) => {
+                let outcome = classify(&result);
+                if let Some(raw) = this.raw.take() {
+                    this.breaker.finish(raw, outcome);
+                }
+                Poll::Ready(result.map_err(CallError::Failed))
+            }
+        }
+    }
+}
+
+impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("started", &self.started)
+            .field("done", &self.classify.is_none())
+            .finish_non_exhaustive()
+    }
+}
