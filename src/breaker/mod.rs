@@ -22,7 +22,7 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
 pub use error::{CallError, Rejection};
 use sealed::Raw;
-use window::{Counts, Kind, Window, MAX_WINDOW};
+use window::{Counts, Kind, Recorded, Window, MAX_WINDOW};
 use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN, HALF_OPEN, OPEN};
 
 /// The state of a breaker.
@@ -866,7 +866,8 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 None => {
                     self.stale.fetch_add(1, Relaxed);
                 }
-                Some(counts) => {
+                Some(Recorded::Unchanged) => {}
+                Some(Recorded::Counted(counts)) => {
                     if self.trips(counts) {
                         let _ = self.transition(s, word::next(s, OPEN), self.clock.now());
                     }
@@ -986,7 +987,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         }
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
-            _ => self.window.freeze(gen, current),
+            _ => self.window.freeze(current),
         }
         self.listener.on_transition(&Transition {
             name: self.name,

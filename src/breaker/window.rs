@@ -2,77 +2,64 @@
 //!
 //! Two parts:
 //!
-//! - **slots**, one `u8` per outcome: a valid bit, the low bits of the
-//!   generation that wrote it, and the outcome's kind (success, failure,
-//!   slow success, slow failure);
-//! - **the window word**, one atomic with the generation the window belongs
-//!   to (its tag), the ring's next index, whether the ring has wrapped once,
-//!   and the counts of failures and slow calls in the slots.
+//! - **slots**, one `u8` per outcome: the low 6 bits of the generation that
+//!   wrote it (its tag) and the outcome's kind (success, failure, slow
+//!   success, slow failure);
+//! - **the window word**, a `u32` (lock-free on every target) with the
+//!   generation the window belongs to, the ring's next index, and whether the
+//!   ring has wrapped once.
 //!
-//! | bits (64-bit word) | bits (32-bit word) | field |
-//! |---|---|---|
-//! | 0..13 | 0..5 | tag: the generation this window belongs to |
-//! | 13..29 | 5..13 | index of the next slot |
-//! | 29 | 13 | full: the ring has wrapped at least once |
-//! | 30..47 | 14..23 | failures in the window (signed, see below) |
-//! | 47..64 | 23..32 | slow calls in the window (signed) |
+//! | bits | field |
+//! |---|---|
+//! | 0..13 | tag: the generation this window belongs to (all 13 bits of it) |
+//! | 13..29 | index of the next slot |
+//! | 29 | full: the ring has wrapped at least once |
+//! | 30 | frozen: the breaker has left this window's generation |
 //!
 //! Recording an outcome is: claim the next index with a CAS on the window
 //! word that also checks its tag (so an outcome of another generation is
-//! never counted here); write the slot with a CAS that refuses to write once
-//! the window has been replaced; then, only if the slot's contribution
-//! changed, add the difference to the counts with a CAS that again checks the
-//! tag. In the steady state of a healthy system (a success replacing a
-//! success) that is one CAS and two loads.
+//! never counted here); then write the slot with a CAS that refuses to write
+//! once the window word has moved to another generation. In the steady state
+//! of a healthy system (a success replacing a success of the same window)
+//! that is one CAS and two loads, and no slot write.
 //!
-//! The counts are kept exact over the slots: each slot write learns what it
-//! replaced and moves the counts by the difference. When two writers lap each
-//! other on one slot (more outcomes in flight than the window holds), their
-//! differences can arrive in either order, so a count may be off by the
-//! number of writers in flight for a moment (even below zero); the fields are
-//! signed with a spare bit for that, and readers clamp to `0..=calls`. Once
-//! the writers are done, the counts equal the slots again.
+//! **Counts are derived, never kept.** The number of calls is the index (or
+//! the window size once full); failures and slow calls are counted from the
+//! slots below it whose tag is the window's. So there is no counter that
+//! concurrent writers could leave out of step with the slots: when two
+//! writers lap each other on one slot (more outcomes in flight than the
+//! window holds), the slot simply holds one of the two outcomes. Counting
+//! reads `window_size` bytes; it happens only when an outcome could have
+//! raised a rate (a failure or slow call written, or a call added before the
+//! ring is full), and for metrics.
 //!
-//! A fresh window (entering Closed or HalfOpen) is installed by marking every
-//! slot that does not belong to the new generation empty and then swapping in
-//! a word with the new tag; a frozen one (entering Open, ForcedOpen,
-//! Disabled) only gets the new tag, so its counts stay readable and no late
-//! outcome of the old generation can change them.
+//! A slot claimed but not yet written still holds an older generation's tag
+//! and counts as a plain success for that moment. A writer delayed past a
+//! transition cannot write into the next window: its CAS either sees the
+//! window word's new tag before it writes, or finds the slot already written
+//! by the new window (a different tag) and then sees the new tag. The 6-bit
+//! slot tag could only be confused with a slot written 64 generations
+//! earlier, and only in a slot below the index that its new owner has
+//! claimed but not yet written.
+//!
+//! Entering Closed or HalfOpen installs a fresh window (index 0, new tag);
+//! entering Open, ForcedOpen or Disabled marks the window as it is frozen
+//! (kept for metrics: it shows why it opened), so no late outcome of its
+//! generation can land in it.
 
-use crate::sync::{AtomicU8, Ordering::*};
+use crate::sync::{AtomicU32, AtomicU8, Ordering::*};
 
-#[cfg(any(loom, target_has_atomic = "64"))]
-mod layout {
-    pub(crate) type Word = u64;
-    pub(crate) type AtomicWord = crate::sync::AtomicU64;
-    pub(crate) const TAG_BITS: u32 = 13;
-    pub(crate) const IDX_BITS: u32 = 16;
-}
-
-#[cfg(not(any(loom, target_has_atomic = "64")))]
-mod layout {
-    pub(crate) type Word = u32;
-    pub(crate) type AtomicWord = crate::sync::AtomicU32;
-    pub(crate) const TAG_BITS: u32 = 5;
-    pub(crate) const IDX_BITS: u32 = 8;
-}
-
-use layout::{AtomicWord, Word, IDX_BITS, TAG_BITS};
-
-const TAG_MASK: Word = (1 << TAG_BITS) - 1;
+const TAG_BITS: u32 = 13;
+const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
 const IDX_SHIFT: u32 = TAG_BITS;
-const IDX_MASK: Word = (1 << IDX_BITS) - 1;
-const FULL_BIT: Word = 1 << (IDX_SHIFT + IDX_BITS);
-const FAIL_SHIFT: u32 = IDX_SHIFT + IDX_BITS + 1;
-const COUNT_BITS: u32 = (Word::BITS - FAIL_SHIFT) / 2;
-const SLOW_SHIFT: u32 = FAIL_SHIFT + COUNT_BITS;
-const _: () = assert!(SLOW_SHIFT + COUNT_BITS == Word::BITS);
-// A count up to the window size, plus a sign bit for the moments when
-// lapping writers' differences arrive out of order.
-const _: () = assert!(COUNT_BITS > IDX_BITS);
+const IDX_BITS: u32 = 16;
+const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
+const FULL_BIT: u32 = 1 << (IDX_SHIFT + IDX_BITS);
+const FROZEN_BIT: u32 = FULL_BIT << 1;
+// The window tag holds the whole generation.
+const _: () = assert!(TAG_BITS == super::word::GEN_BITS);
 
-/// The largest window a breaker can have: 65 535 outcomes with 64-bit
-/// atomics, 255 on targets with 32-bit atomics only.
+/// The largest window a breaker can have: 65 535 outcomes.
 pub(crate) const MAX_WINDOW: usize = IDX_MASK as usize;
 
 /// What one outcome is, as the window stores it.
@@ -107,44 +94,20 @@ impl Kind {
     }
 }
 
-const SLOT_VALID: u8 = 0x80;
 const SLOT_TAG_SHIFT: u32 = 2;
-const SLOT_TAG_MASK: u8 = 0x1f;
+const SLOT_TAG_MASK: u8 = 0x3f;
+/// What a never-written slot holds: generation 63's success, which no
+/// fresh breaker's generation 0 window counts.
+const EMPTY_SLOT: u8 = SLOT_TAG_MASK << SLOT_TAG_SHIFT;
 
 #[inline]
 const fn slot_value(gen: u32, kind: Kind) -> u8 {
-    SLOT_VALID | (((gen as u8) & SLOT_TAG_MASK) << SLOT_TAG_SHIFT) | kind as u8
+    (((gen as u8) & SLOT_TAG_MASK) << SLOT_TAG_SHIFT) | kind as u8
 }
 
 #[inline]
-const fn slot_belongs(slot: u8, gen: u32) -> bool {
-    slot & SLOT_VALID != 0
-        && (slot >> SLOT_TAG_SHIFT) & SLOT_TAG_MASK == (gen as u8) & SLOT_TAG_MASK
-}
-
-/// What a slot adds to (failures, slow calls), as seen by generation `gen`.
-#[inline]
-const fn contribution(slot: u8, gen: u32) -> (i64, i64) {
-    if !slot_belongs(slot, gen) {
-        return (0, 0);
-    }
-    ((slot & 1) as i64, ((slot >> 1) & 1) as i64)
-}
-
-#[inline]
-const fn tag_of(gen: u32) -> Word {
-    gen as Word & TAG_MASK
-}
-
-#[inline]
-const fn fresh(gen: u32) -> Word {
-    tag_of(gen)
-}
-
-/// Sign-extends the low `bits` of `v`.
-#[inline]
-const fn signed(v: u64, bits: u32) -> i64 {
-    ((v << (64 - bits)) as i64) >> (64 - bits)
+const fn tag_of(gen: u32) -> u32 {
+    gen & TAG_MASK
 }
 
 /// The window's numbers at one moment.
@@ -158,37 +121,9 @@ pub(crate) struct Counts {
     pub(crate) slow: usize,
 }
 
-impl Counts {
-    #[inline]
-    pub(crate) const fn decode(w: Word, window_size: usize) -> Counts {
-        let idx = ((w >> IDX_SHIFT) & IDX_MASK) as usize;
-        let calls = if w & FULL_BIT != 0 { window_size } else { idx };
-        #[allow(clippy::unnecessary_cast)] // a widening on 32-bit targets
-        let x = (w >> FAIL_SHIFT) as u64;
-        let failures = signed(x, COUNT_BITS);
-        let slow = signed(x.wrapping_sub(failures as u64) >> COUNT_BITS, COUNT_BITS);
-        Counts {
-            calls,
-            failures: clamp(failures, calls),
-            slow: clamp(slow, calls),
-        }
-    }
-}
-
-#[inline]
-const fn clamp(v: i64, max: usize) -> usize {
-    if v < 0 {
-        0
-    } else if v as usize > max {
-        max
-    } else {
-        v as usize
-    }
-}
-
 /// The ring of the last `window_size ≤ N` outcomes.
 pub(crate) struct Window<const N: usize> {
-    word: AtomicWord,
+    word: AtomicU32,
     slots: [AtomicU8; N],
 }
 
@@ -197,42 +132,50 @@ impl<const N: usize> Window<N> {
         /// An empty window of generation 0.
         pub(crate) const fn new() -> Self {
             Window {
-                word: AtomicWord::new(fresh(0)),
+                word: AtomicU32::new(tag_of(0)),
                 slots: empty_slots::<N>(),
             }
         }
     }
 
     /// The counts now, whatever generation the window belongs to.
-    #[inline]
     pub(crate) fn counts(&self, window_size: usize) -> Counts {
-        Counts::decode(self.word.load(Acquire), window_size)
+        self.count(self.word.load(Acquire), window_size)
+    }
+
+    /// Counts the slots of the window whose word is `w`.
+    fn count(&self, w: u32, window_size: usize) -> Counts {
+        let idx = ((w >> IDX_SHIFT) & IDX_MASK) as usize;
+        let calls = if w & FULL_BIT != 0 { window_size } else { idx };
+        let tag = (w & TAG_MASK) as u8 & SLOT_TAG_MASK;
+        let (mut failures, mut slow) = (0, 0);
+        for slot in &self.slots[..calls.min(N)] {
+            let v = slot.load(Acquire);
+            if (v >> SLOT_TAG_SHIFT) & SLOT_TAG_MASK == tag {
+                failures += (v & 1) as usize;
+                slow += ((v >> 1) & 1) as usize;
+            }
+        }
+        Counts {
+            calls,
+            failures,
+            slow,
+        }
     }
 
     /// Installs an empty window for generation `gen`, unless `current` says
     /// the breaker has already moved past it. Idempotent: the winner of the
-    /// transition and any recorder that finds the window not yet installed
+    /// transition and a recorder that finds the window not yet installed
     /// may both call it.
     pub(crate) fn install(&self, gen: u32, current: impl Fn() -> bool) {
-        // Empty every slot that another generation wrote; slots of `gen`
-        // itself were written after the install by someone who helped.
-        for slot in &self.slots {
-            let mut v = slot.load(Acquire);
-            while !slot_belongs(v, gen) && v != 0 {
-                match slot.compare_exchange_weak(v, 0, AcqRel, Acquire) {
-                    Ok(_) => break,
-                    Err(now) => v = now,
-                }
-            }
-        }
         let mut w = self.word.load(Acquire);
-        while w & TAG_MASK != tag_of(gen) {
+        while w & TAG_MASK != tag_of(gen) || w & FROZEN_BIT != 0 {
             if !current() {
                 return;
             }
             match self
                 .word
-                .compare_exchange_weak(w, fresh(gen), AcqRel, Acquire)
+                .compare_exchange_weak(w, tag_of(gen), AcqRel, Acquire)
             {
                 Ok(_) => return,
                 Err(now) => w = now,
@@ -240,26 +183,39 @@ impl<const N: usize> Window<N> {
         }
     }
 
-    /// Hands the window as it is to generation `gen` (entering Open,
-    /// ForcedOpen or Disabled): the counts stay for metrics, and outcomes of
-    /// the generation before can no longer land in it.
-    pub(crate) fn freeze(&self, gen: u32, current: impl Fn() -> bool) {
+    /// Freezes the window as it is, for the generation that has just left it
+    /// (entering Open, ForcedOpen or Disabled): it stays readable for
+    /// metrics, and no outcome can land in it any more. Does nothing once
+    /// `current` says the breaker has moved past the transition's
+    /// generation (a later window may be installed).
+    pub(crate) fn freeze(&self, current: impl Fn() -> bool) {
         let mut w = self.word.load(Acquire);
-        while w & TAG_MASK != tag_of(gen) {
+        while w & FROZEN_BIT == 0 {
             if !current() {
                 return;
             }
-            let frozen = (w & !TAG_MASK) | tag_of(gen);
-            match self.word.compare_exchange_weak(w, frozen, AcqRel, Acquire) {
+            match self
+                .word
+                .compare_exchange_weak(w, w | FROZEN_BIT, AcqRel, Acquire)
+            {
                 Ok(_) => return,
                 Err(now) => w = now,
             }
         }
     }
 
-    /// Records `kind` for generation `gen`. Returns the counts after it, or
-    /// `None` when the window no longer belongs to `gen` (the breaker moved
-    /// on while the outcome was on its way: a stale outcome).
+    /// Whether outcomes of the generation tagged `tag` may land in the
+    /// window whose word is `w`.
+    #[inline]
+    const fn open_to(w: u32, tag: u32) -> bool {
+        w & (TAG_MASK | FROZEN_BIT) == tag
+    }
+
+    /// Records `kind` for generation `gen`. Returns the counts after it when
+    /// they may have raised a rate, `Some` with unchanged counts otherwise
+    /// (without counting), or `None` when the window no longer belongs to
+    /// `gen` (the breaker moved on while the outcome was on its way: a stale
+    /// outcome).
     ///
     /// `current` tells whether generation `gen` is still the breaker's; when
     /// the window is not yet installed for it, the recorder installs it.
@@ -269,18 +225,19 @@ impl<const N: usize> Window<N> {
         kind: Kind,
         window_size: usize,
         current: impl Fn() -> bool,
-    ) -> Option<Counts> {
+    ) -> Option<Recorded> {
         let tag = tag_of(gen);
         // 1. Claim the next index.
         let mut w = self.word.load(Acquire);
-        let (index, mut after) = loop {
-            if w & TAG_MASK != tag {
-                if !current() {
+        let (index, claimed, was_full) = loop {
+            if !Self::open_to(w, tag) {
+                if w & TAG_MASK == tag || !current() {
+                    // Frozen: the breaker has left this generation.
                     return None;
                 }
                 self.install(gen, &current);
                 w = self.word.load(Acquire);
-                if w & TAG_MASK != tag {
+                if !Self::open_to(w, tag) {
                     return None;
                 }
                 continue;
@@ -288,10 +245,9 @@ impl<const N: usize> Window<N> {
             let idx = ((w >> IDX_SHIFT) & IDX_MASK) as usize;
             let next = if idx + 1 >= window_size { 0 } else { idx + 1 };
             let full = if next == 0 { FULL_BIT } else { w & FULL_BIT };
-            let claimed =
-                (w & !(IDX_MASK << IDX_SHIFT) & !FULL_BIT) | ((next as Word) << IDX_SHIFT) | full;
+            let claimed = (w & TAG_MASK) | ((next as u32) << IDX_SHIFT) | full;
             match self.word.compare_exchange_weak(w, claimed, AcqRel, Acquire) {
-                Ok(_) => break (idx, claimed),
+                Ok(_) => break (idx, claimed, w & FULL_BIT != 0),
                 Err(now) => w = now,
             }
         };
@@ -301,7 +257,7 @@ impl<const N: usize> Window<N> {
         let new = slot_value(gen, kind);
         let mut old = slot.load(Acquire);
         while old != new {
-            if self.word.load(Acquire) & TAG_MASK != tag {
+            if !Self::open_to(self.word.load(Acquire), tag) {
                 return None;
             }
             match slot.compare_exchange_weak(old, new, AcqRel, Acquire) {
@@ -310,39 +266,35 @@ impl<const N: usize> Window<N> {
             }
         }
 
-        // 3. Move the counts by what changed in the slot.
-        let (f_old, s_old) = contribution(old, gen);
-        let (d_fail, d_slow) = (
-            kind.is_failure() as i64 - f_old,
-            kind.is_slow() as i64 - s_old,
-        );
-        if d_fail != 0 || d_slow != 0 {
-            let delta =
-                ((d_fail << FAIL_SHIFT) as Word).wrapping_add((d_slow << SLOW_SHIFT) as Word);
-            let mut w = self.word.load(Acquire);
-            after = loop {
-                if w & TAG_MASK != tag {
-                    return None;
-                }
-                let moved = w.wrapping_add(delta);
-                match self.word.compare_exchange_weak(w, moved, AcqRel, Acquire) {
-                    Ok(_) => break moved,
-                    Err(now) => w = now,
-                }
-            };
-        }
-        Some(Counts::decode(after, window_size))
+        // 3. Count, if this outcome could have raised a rate: it added a
+        // call to a ring not yet full, or it is a failure or slow call that
+        // replaced something else.
+        let raised = !was_full || (old != new && (kind.is_failure() || kind.is_slow()));
+        Some(if raised {
+            Recorded::Counted(self.count(claimed, window_size))
+        } else {
+            Recorded::Unchanged
+        })
     }
+}
+
+/// What recording one outcome did to the window's rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    /// They may have gone up: here are the counts after it.
+    Counted(Counts),
+    /// They cannot have gone up.
+    Unchanged,
 }
 
 #[cfg(not(loom))]
 const fn empty_slots<const N: usize>() -> [AtomicU8; N] {
-    [const { AtomicU8::new(0) }; N]
+    [const { AtomicU8::new(EMPTY_SLOT) }; N]
 }
 
 #[cfg(loom)]
 fn empty_slots<const N: usize>() -> [AtomicU8; N] {
-    core::array::from_fn(|_| AtomicU8::new(0))
+    core::array::from_fn(|_| AtomicU8::new(EMPTY_SLOT))
 }
 
 #[cfg(all(test, not(loom)))]
@@ -350,7 +302,8 @@ mod tests {
     use super::*;
 
     fn record<const N: usize>(w: &Window<N>, gen: u32, kind: Kind, size: usize) -> Counts {
-        w.record(gen, kind, size, || true).expect("current window")
+        w.record(gen, kind, size, || true).expect("current window");
+        w.counts(size)
     }
 
     #[test]
@@ -408,6 +361,35 @@ mod tests {
     }
 
     #[test]
+    fn record_reports_counts_only_when_a_rate_may_have_risen() {
+        let w = Window::<2>::new();
+        // Ring not full: every outcome adds a call, so it is counted.
+        assert!(matches!(
+            w.record(0, Kind::Success, 2, || true),
+            Some(Recorded::Counted(_))
+        ));
+        assert!(matches!(
+            w.record(0, Kind::Success, 2, || true),
+            Some(Recorded::Counted(_))
+        ));
+        // Full: a success replacing a success changes nothing.
+        assert_eq!(
+            w.record(0, Kind::Success, 2, || true),
+            Some(Recorded::Unchanged)
+        );
+        // A failure replacing a success may raise the failure rate.
+        let got = w.record(0, Kind::Failure, 2, || true);
+        assert_eq!(
+            got,
+            Some(Recorded::Counted(Counts {
+                calls: 2,
+                failures: 1,
+                slow: 0
+            }))
+        );
+    }
+
+    #[test]
     fn window_size_below_capacity_uses_only_that_many_slots() {
         let w = Window::<16>::new();
         for _ in 0..5 {
@@ -447,11 +429,8 @@ mod tests {
                 slow: 0
             }
         );
-        // The old failures in the slots do not leave the new window's counts
-        // when they are overwritten.
         for _ in 0..4 {
-            let c = record(&w, 1, Kind::Success, 4);
-            assert_eq!(c.failures, 0);
+            assert_eq!(record(&w, 1, Kind::Success, 4).failures, 0);
         }
         let c = record(&w, 1, Kind::Failure, 4);
         assert_eq!(
@@ -469,7 +448,7 @@ mod tests {
         let w = Window::<4>::new();
         record(&w, 0, Kind::Failure, 4);
         record(&w, 0, Kind::Success, 4);
-        w.freeze(1, || true);
+        w.freeze(|| true);
         assert_eq!(
             w.counts(4),
             Counts {
@@ -478,7 +457,7 @@ mod tests {
                 slow: 0
             }
         );
-        assert_eq!(w.record(0, Kind::Failure, 4, || false), None);
+        assert_eq!(w.record(0, Kind::Failure, 4, || true), None);
         assert_eq!(
             w.counts(4),
             Counts {
@@ -487,6 +466,21 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn a_frozen_window_gives_way_to_the_next_install() {
+        let w = Window::<4>::new();
+        record(&w, 0, Kind::Failure, 4);
+        w.freeze(|| true);
+        // Freezing again (Open -> ForcedOpen) keeps it as it is.
+        w.freeze(|| true);
+        assert_eq!(w.counts(4).failures, 1);
+        // A freeze by a generation that is no longer current does nothing
+        // to a window installed after it.
+        w.install(3, || true);
+        w.freeze(|| false);
+        assert_eq!(record(&w, 3, Kind::Failure, 4).failures, 1);
     }
 
     #[test]
@@ -528,17 +522,29 @@ mod tests {
     }
 
     #[test]
-    fn signed_counts_decode_and_clamp() {
-        // failures -1 (a difference that arrived early), slow 2.
-        let v = ((-1i64 << FAIL_SHIFT) as Word).wrapping_add((2i64 << SLOW_SHIFT) as Word);
-        let v = v | (3 << IDX_SHIFT);
-        let c = Counts::decode(v, 8);
+    fn slots_of_a_window_64_generations_back_do_not_count_once_rewritten() {
+        let w = Window::<4>::new();
+        for _ in 0..4 {
+            record(&w, 0, Kind::Failure, 4);
+        }
+        // 64 generations later the slot tag repeats; the fresh window's
+        // calls are only those it claimed, and each claimed slot is
+        // rewritten before it is counted.
+        w.install(64, || true);
         assert_eq!(
-            c,
+            w.counts(4),
             Counts {
-                calls: 3,
+                calls: 0,
                 failures: 0,
-                slow: 2
+                slow: 0
+            }
+        );
+        assert_eq!(
+            record(&w, 64, Kind::Success, 4),
+            Counts {
+                calls: 1,
+                failures: 0,
+                slow: 0
             }
         );
     }
