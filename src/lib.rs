@@ -3,10 +3,17 @@
 //! A service that calls several external systems — or a gateway that calls
 //! several peripherals — sinks when one of them floods: its slow calls hold
 //! the threads, connections and memory that every other call needs. This
-//! crate keeps each system in its own compartment. This release has the
-//! first primitive, the [`Bulkhead`]: *no more than N calls to this system at
-//! once, and do not wait long for a slot*. The circuit breaker, deadlines and
-//! a per-system policy follow.
+//! crate keeps each system in its own compartment:
+//!
+//! - the [`Bulkhead`]: *no more than N calls to this system at once, and do
+//!   not wait long for a slot*;
+//! - the [`CircuitBreaker`]: *stop calling a system that is clearly failing
+//!   or slowly dying, and let it recover* — a count window of the last calls
+//!   in a ring of atomics, failure-rate and slow-call thresholds, an open
+//!   wait, and capped half-open probes.
+//!
+//! Deadlines and a per-system policy that runs a call through all three
+//! follow.
 //!
 //! # When to use it, and when not
 //!
@@ -15,6 +22,12 @@
 //! that is slow: it rejects at once or after a short, bounded wait, counts
 //! why, names the system in its metrics, and runs unchanged on tokio, smol,
 //! async-std and embassy, with or without an allocator.
+//!
+//! Use a [`CircuitBreaker`] per external system when calls to a failing
+//! system should be refused at once (with a `Retry-After` hint) instead of
+//! piling up behind timeouts. It needs no lock, no heap and no std, so the
+//! same type guards a payment API on a server and an upstream link on a
+//! gateway, in a `static` if you like.
 //!
 //! If you need a general async semaphore on tokio — long or unbounded waits,
 //! permits as a budget of bytes or items, no metrics — `tokio::sync::Semaphore`
@@ -41,6 +54,30 @@
 //! # });
 //! ```
 //!
+//! A breaker that opens after half of the last calls failed, and tells the
+//! caller when to come back:
+//!
+//! ```
+//! use core::time::Duration;
+//! use watertight::{BreakerConfig, CircuitBreaker, Rejection};
+//! use watertight::clock::ManualClock;
+//!
+//! # futures_lite::future::block_on(async {
+//! let clock = ManualClock::new();
+//! let config = BreakerConfig::builder().window_size(4).minimum_calls(4).build().unwrap();
+//! let payments: CircuitBreaker<_, 4> = CircuitBreaker::new("payments", config, &clock);
+//!
+//! for ok in [true, false, true, false] {
+//!     let _ = payments.call(async move { if ok { Ok(()) } else { Err("503") } }).await;
+//! }
+//! let refused = payments.call(async { Ok::<_, &str>(()) }).await.unwrap_err();
+//! assert_eq!(
+//!     refused.rejection(),
+//!     Some(Rejection::Open { retry_after: Duration::from_secs(30) })
+//! );
+//! # });
+//! ```
+//!
 //! # Features
 //!
 //! - `std` (default): [`clock::StdClock`]; implies `alloc`.
@@ -54,8 +91,8 @@
 //! - `async-io`: `clock::AsyncIoClock`, for smol and async-std.
 //! - `embassy`: `clock::EmbassyClock`.
 //!
-//! Without `alloc`, the fail-fast bulkhead (`try_acquire*`) still builds and
-//! needs no allocator.
+//! Without `alloc`, the fail-fast bulkhead (`try_acquire*`) and the whole
+//! circuit breaker still build and need no allocator.
 //!
 //! # Runtime support
 //!
@@ -69,6 +106,11 @@
 //! Taking a permit is an `Acquire` and giving it back a `Release` on the
 //! bulkhead's state word, so a permit hands over like a mutex: what its last
 //! holder wrote is visible to its next holder.
+//!
+//! A breaker's transitions are `AcqRel` compare-and-swaps on its state word
+//! and its reads `Acquire`, so whoever sees a state also sees the window and
+//! timestamp that the thread making the transition wrote before it. Counters
+//! that are only statistics (rejected, stale) are `Relaxed`.
 //!
 //! # Minimum supported Rust version
 //!

@@ -69,3 +69,60 @@ const _: fn() = || {
     let _ = IN_A_STATIC.try_acquire();
     drop(ON_A_MANUAL_CLOCK.acquire_until(watertight::clock::Instant::ZERO));
 };
+
+// The breaker: in a static, shared across threads; its permit and call
+// future move into tasks.
+mod breaker {
+    use super::*;
+    use watertight::breaker::{BreakerConfigBuilder, State, Transition};
+    use watertight::futures::Call;
+    use watertight::{
+        BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
+        Outcome, Rejection,
+    };
+
+    const _: () = send_sync::<CircuitBreaker<StdClock, 64>>();
+    const _: () = send_sync::<CircuitBreaker<&'static ManualClock, 8>>();
+    const _: () = send_sync::<CircuitBreaker<StdClock, 64, fn(&Transition)>>();
+    const _: () = unpin::<CircuitBreaker<StdClock, 64>>();
+    const _: () = send_sync::<CallPermit<'static, StdClock, 64>>();
+    const _: () = unpin::<CallPermit<'static, StdClock, 64>>();
+    type Fut = std::future::Ready<Result<(), ()>>;
+    type Classify = fn(&Result<(), ()>) -> Outcome;
+    const _: () = send_sync::<Call<'static, CircuitBreaker<StdClock, 64>, Fut, Classify>>();
+    const _: () = unpin::<Call<'static, CircuitBreaker<StdClock, 64>, Fut, Classify>>();
+    const _: () = send_sync::<BreakerConfig>();
+    const _: () = send_sync::<BreakerConfigBuilder>();
+    const _: () = send_sync::<BreakerMetrics>();
+    const _: () = send_sync::<State>();
+    const _: () = error::<BreakerConfigError>();
+    const _: () = error::<Rejection>();
+    const _: () = error::<CallError<std::io::Error>>();
+
+    static BREAKER: CircuitBreaker<StdClock, 64> =
+        CircuitBreaker::new("static", BreakerConfig::DEFAULT, StdClock);
+    static ON_A_MANUAL_CLOCK: CircuitBreaker<&ManualClock, 8> = CircuitBreaker::new(
+        "manual",
+        match BreakerConfig::builder()
+            .window_size(8)
+            .minimum_calls(4)
+            .build()
+        {
+            Ok(c) => c,
+            Err(e) => e.panic(),
+        },
+        &CLOCK,
+    );
+
+    #[test]
+    fn statics_are_usable_and_sizes_are_within_target() {
+        BREAKER.try_acquire().unwrap().success();
+        ON_A_MANUAL_CLOCK.try_acquire().unwrap().failure();
+        assert_eq!(ON_A_MANUAL_CLOCK.metrics().failed_calls, 1);
+        let size = std::mem::size_of::<CircuitBreaker<StdClock, 64>>();
+        println!("size_of::<CircuitBreaker<StdClock, 64>>() = {size}");
+        if cfg!(target_arch = "x86_64") {
+            assert!(size <= 160, "{size} bytes");
+        }
+    }
+}

@@ -232,8 +232,9 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// The state, the generation and the half-open probe counts are one `u32`
 /// word, so every transition is a single compare-and-swap and only one of
 /// two threads that decide the same transition makes it (a trip happens
-/// once per generation). The window is a ring of `u8` slots plus one word
-/// with its index and counts; see the module docs of `window` in the source.
+/// once per generation). The window is a ring of `u8` slots plus one `u32`
+/// word with its generation and index; its counts are derived from the
+/// slots, so no counter can drift from them (see `src/breaker/window.rs`).
 /// The time the current state began lives in its own word tagged with the
 /// generation; on targets without 64-bit atomics (thumbv6m, thumbv7em) it is
 /// 32 bits of milliseconds, read back with wrapping arithmetic, which limits
@@ -295,6 +296,23 @@ impl<C, const N: usize> CircuitBreaker<C, N> {
         /// static UPSTREAM: CircuitBreaker<StdClock, 64> =
         ///     CircuitBreaker::new("upstream", BreakerConfig::DEFAULT, StdClock::new());
         /// assert!(UPSTREAM.try_acquire().is_ok());
+        /// ```
+        ///
+        /// A window that does not fit in `N` is refused at compile time in a
+        /// `static` (the default window is 50):
+        ///
+        /// ```compile_fail
+        /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::StdClock;
+        /// static TOO_SMALL: CircuitBreaker<StdClock, 16> =
+        ///     CircuitBreaker::new("upstream", BreakerConfig::DEFAULT, StdClock::new());
+        /// ```
+        ///
+        /// and so is a capacity of zero:
+        ///
+        /// ```compile_fail
+        /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::StdClock;
+        /// let b: CircuitBreaker<StdClock, 0> =
+        ///     CircuitBreaker::new("upstream", BreakerConfig::builder().window_size(1).minimum_calls(1).build().unwrap(), StdClock::new());
         /// ```
         #[track_caller]
         pub const fn new(name: &'static str, config: BreakerConfig, clock: C) -> Self {
@@ -1311,3 +1329,12 @@ impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
             .finish_non_exhaustive()
     }
 }
+
+// Size targets (issue 4): a breaker with a 64-call window on the std clock
+// fits in 160 bytes on x86_64 (152 today); on thumbv7em and thumbv6m, with a
+// zero-sized clock such as `EmbassyClock`, in 136 (32-bit stamp, counters
+// and name).
+#[cfg(all(target_arch = "x86_64", feature = "std", not(loom)))]
+const _: () = assert!(core::mem::size_of::<CircuitBreaker<crate::clock::StdClock, 64>>() <= 160);
+#[cfg(all(target_os = "none", target_arch = "arm", not(loom)))]
+const _: () = assert!(core::mem::size_of::<CircuitBreaker<(), 64>>() <= 136);
