@@ -49,6 +49,7 @@ pub(crate) const CLOSED: Word = 1;
 /// between (see `Waiter::pass_on`, which hands a wake-up on at most once
 /// per state of the word).
 const EPOCH_SHIFT: u32 = 1;
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))] // waiting needs `alloc`
 const EPOCH_MASK: Word = (1 << EPOCH_BITS) - 1;
 const WAITERS_SHIFT: u32 = EPOCH_SHIFT + EPOCH_BITS;
 const COUNT_SHIFT: u32 = WAITERS_SHIFT + WAITERS_BITS;
@@ -132,6 +133,7 @@ pub(crate) const fn take(w: Word, n: usize) -> (Word, bool) {
 
 /// `w` with one more waiter registered and the arrivals epoch moved on.
 #[inline]
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))] // waiting needs `alloc`
 pub(crate) const fn register(w: Word) -> Word {
     let epoch = ((w >> EPOCH_SHIFT) + 1) & EPOCH_MASK;
     ((w & !(EPOCH_MASK << EPOCH_SHIFT)) | (epoch << EPOCH_SHIFT)) + ONE_WAITER
