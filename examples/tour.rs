@@ -1,18 +1,20 @@
-//! A tour of the bulkhead over real HTTP: one slow dependency, one fast one,
-//! and what a concurrency limit does to the fast one's callers.
+//! A tour of the bulkhead and the circuit breaker over real HTTP: one slow
+//! dependency, one fast one, what a concurrency limit does to the fast one's
+//! callers, and what a breaker does when the slow one goes down.
 //!
 //! Run: `cargo run --example tour --features tokio`
 //!
 //! The program starts a small axum server on `127.0.0.1` (a random free
 //! port, loopback only) with two endpoints, then calls them with one shared
 //! `reqwest::Client`, each call a real HTTP request made through a
-//! [`Bulkhead`]:
+//! [`Bulkhead`] (acts 1–3) or a [`CircuitBreaker`] (act 4):
 //!
 //! - `GET /inventory/{sku}`: healthy, about 50 ms;
-//! - `GET /shipping-rate?zip_code=…`: degraded, 400 ms — slow, not failing.
+//! - `GET /shipping-rate?zip_code=…`: degraded, 400 ms — slow, not failing
+//!   (until act 4 switches it to answering 503).
 //!
-//! It replays the three measured runs of seed 003 ("How to Build a Bulkhead
-//! in Python"), scaled down five times so the tour takes about two seconds:
+//! Acts 1–3 replay the three measured runs of seed 003 ("How to Build a
+//! Bulkhead in Python"), scaled down five times so they take about two seconds:
 //! the slow call's 2 s becomes 400 ms and the 1 s max wait becomes 200 ms
 //! (still half a slow call); the fast call stays at 50 ms.
 //!
@@ -29,19 +31,38 @@
 //! queueing for a slot — the very thing act 1 is about), and reading the end
 //! time when the caller gets round to looking at a result, in submission
 //! order (which charges a fast call for the slow one looked at before it).
+//!
+//! Act 4 is issue 4's: the slow endpoint starts answering 503 (a flag in the
+//! server's state); the client calls it through a breaker (window 10,
+//! minimum 5 calls, failure rate 50 %, open 500 ms — seed 002's 30 s scaled
+//! down — and 3 half-open probes), whose classifier counts a 5xx or no answer
+//! at all as a failure and any other status as an answer. The breaker opens
+//! after the minimum 5 calls; the next calls are refused at once with a
+//! retry hint, and the server's request counter shows none of them reached
+//! it; the server recovers; after the open wait, 3 probes pass and it
+//! closes. It is printed as a timeline, one line per event, in ms since the
+//! act began: what happens, and in which order, is the same every run; the
+//! milliseconds are measured.
 
+use std::fmt::Display;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, RawQuery};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{HeaderName, CONTENT_TYPE};
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use watertight::clock::TokioClock;
-use watertight::{AcquireError, Bulkhead, OwnedPermit};
+use watertight::breaker::{
+    OnTransition, Outcome as BreakerOutcome, State as BreakerState, Transition,
+};
+use watertight::clock::{self, Clock, TokioClock};
+use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
+use watertight::{OwnedPermit, Rejection};
 
 /// The slow dependency's latency (seed: 2 s).
 const SLOW: Duration = Duration::from_millis(400);
@@ -49,6 +70,8 @@ const SLOW: Duration = Duration::from_millis(400);
 const FAST: Duration = Duration::from_millis(50);
 /// The longest a caller waits for a slot in act 3: half a slow call (seed: 1 s).
 const MAX_WAIT: Duration = Duration::from_millis(200);
+/// How long act 4's breaker stays open before probes may pass (seed 002: 30 s).
+const OPEN_WAIT: Duration = Duration::from_millis(500);
 
 // ---------------------------------------------------------------- the server
 
@@ -60,13 +83,33 @@ async fn inventory(Path(sku): Path<String>) -> Json {
     json(format!(r#"{{"sku":"{sku}","in_stock":42}}"#))
 }
 
-async fn shipping_rate(RawQuery(query): RawQuery) -> Json {
-    tokio::time::sleep(SLOW).await;
+/// The shipping service's switches (act 4 flips them) and its request count.
+#[derive(Default)]
+struct Shipping {
+    /// Down: every request is answered 503 at once.
+    down: AtomicBool,
+    /// Healthy: answers in `FAST` instead of `SLOW` (after act 4's recovery).
+    healthy: AtomicBool,
+    /// Requests that reached the handler, answered or not.
+    hits: AtomicUsize,
+}
+
+async fn shipping_rate(
+    State(shipping): State<Arc<Shipping>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json, (StatusCode, Json)> {
+    shipping.hits.fetch_add(1, SeqCst);
+    if shipping.down.load(SeqCst) {
+        let body = r#"{"error":"carrier API unavailable"}"#;
+        return Err((StatusCode::SERVICE_UNAVAILABLE, json(body.to_owned())));
+    }
+    let healthy = shipping.healthy.load(SeqCst);
+    tokio::time::sleep(if healthy { FAST } else { SLOW }).await;
     let zip = query
         .as_deref()
         .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("zip_code=")))
         .unwrap_or("");
-    json(format!(r#"{{"zip_code":"{zip}","rate_cents":899}}"#))
+    Ok(json(format!(r#"{{"zip_code":"{zip}","rate_cents":899}}"#)))
 }
 
 fn json(body: String) -> Json {
@@ -74,10 +117,11 @@ fn json(body: String) -> Json {
 }
 
 /// Serves both endpoints on a random free loopback port; returns the base URL.
-async fn start_server() -> String {
+async fn start_server(shipping: Arc<Shipping>) -> String {
     let app = Router::new()
         .route("/inventory/{sku}", get(inventory))
-        .route("/shipping-rate", get(shipping_rate));
+        .route("/shipping-rate", get(shipping_rate))
+        .with_state(shipping);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -284,11 +328,111 @@ fn bulkhead(name: &'static str, capacity: usize) -> Arc<Bulkhead<TokioClock>> {
     Arc::new(Bulkhead::new(name, capacity, TokioClock))
 }
 
+// ---------------------------------------------------------------- act 4's client
+
+/// What the client makes of one HTTP call: the status, or no answer at all.
+type Answer = Result<reqwest::StatusCode, reqwest::Error>;
+
+/// The caller decides what a failure is: a 5xx, or no answer at all, is the
+/// system failing; any other status (a 404 too) is an answer.
+fn classify(answer: &Answer) -> BreakerOutcome {
+    match answer {
+        Ok(status) if status.is_server_error() => BreakerOutcome::Failure,
+        Ok(_) => BreakerOutcome::Success,
+        Err(_) => BreakerOutcome::Failure,
+    }
+}
+
+/// One GET, its body read to the end (so the connection goes back to the pool).
+async fn get_status(client: reqwest::Client, url: String) -> Answer {
+    let response = client.get(&url).send().await?;
+    let status = response.status();
+    response.bytes().await?;
+    Ok(status)
+}
+
+/// Prints events as `+  12 ms  what`, in ms since the act began, by the
+/// breaker's clock.
+#[derive(Clone, Copy)]
+struct Timeline {
+    start: clock::Instant,
+}
+
+impl Timeline {
+    fn start() -> Self {
+        Timeline {
+            start: TokioClock.now(),
+        }
+    }
+
+    fn at(&self, t: clock::Instant, what: impl Display) {
+        println!(
+            "  +{:>4} ms  {what}",
+            ms(t.saturating_duration_since(self.start))
+        );
+    }
+
+    fn now(&self, what: impl Display) {
+        self.at(TokioClock.now(), what)
+    }
+}
+
+fn upper(state: BreakerState) -> String {
+    state.as_str().to_uppercase()
+}
+
+/// One call through `breaker`, its answer or refusal on the timeline; returns
+/// the refusal, if it was refused.
+async fn call_through<H: OnTransition>(
+    breaker: &CircuitBreaker<TokioClock, 10, H>,
+    client: &reqwest::Client,
+    url: &str,
+    n: usize,
+    timeline: Timeline,
+) -> Option<Rejection> {
+    // `state()` consults the clock: it says half-open once the open wait is
+    // over, before the call that begins the episode.
+    let probe = if breaker.state() == BreakerState::HalfOpen {
+        " (probe)"
+    } else {
+        ""
+    };
+    // The classifier sees the answer first and puts it on the timeline; the
+    // breaker then records the outcome (and its listener any transition).
+    let note = move |answer: &Answer| {
+        let outcome = classify(answer);
+        let what = match answer {
+            Ok(status) => status.as_u16().to_string(),
+            Err(e) => format!("no answer ({e})"),
+        };
+        let verdict = match outcome {
+            BreakerOutcome::Success => "success",
+            BreakerOutcome::Failure => "failure",
+            BreakerOutcome::Ignored => "ignored",
+        };
+        timeline.now(format_args!("call {n}{probe} -> {what} ({verdict})"));
+        outcome
+    };
+    let request = get_status(client.clone(), url.to_owned());
+    match breaker.call_with(request, note).await {
+        Ok(_) | Err(CallError::Failed(_)) => None,
+        Err(CallError::Rejected(why)) => {
+            let reason = match why.retry_after() {
+                Some(hint) => format!("open, retry after {:.2} ms", hint.as_secs_f64() * 1e3),
+                None => why.to_string(),
+            };
+            timeline.now(format_args!("call {n} refused: {reason}"));
+            Some(why)
+        }
+    }
+}
+
 // ---------------------------------------------------------------- the acts
 
 #[tokio::main]
 async fn main() {
-    let base = start_server().await;
+    let shipping_service = Arc::new(Shipping::default());
+    let base = start_server(shipping_service.clone()).await;
     // `no_proxy`: the server is on loopback; an HTTP_PROXY in the environment
     // must not route the tour through somewhere else.
     let client = reqwest::Client::builder()
@@ -414,5 +558,100 @@ async fn main() {
         MAX_WAIT.as_millis(),
         count(&act3, System::Inventory, true),
         ms(inv)
+    );
+
+    // Act 4 — issue 4: the slow endpoint goes down; a breaker stops calling it.
+    header(
+        "Act 4: a circuit breaker — shipping goes down, the calls stop, it comes back",
+        &format!(
+            "breaker \"shipping\": window 10, minimum 5 calls, failure rate 50 %, open {} ms, \
+             3 probes; a 5xx or no answer is a failure; one call at a time",
+            OPEN_WAIT.as_millis()
+        ),
+    );
+    let config = BreakerConfig::builder()
+        .window_size(10)
+        .minimum_calls(5)
+        .failure_rate_threshold(50.0)
+        .open_duration(OPEN_WAIT)
+        .half_open_calls(3)
+        .build()
+        .expect("breaker config");
+    let timeline = Timeline::start();
+    // The listener is told about every state change as it happens.
+    let breaker: CircuitBreaker<TokioClock, 10, _> =
+        CircuitBreaker::with_listener("shipping", config, TokioClock, move |t: &Transition| {
+            timeline.at(
+                t.at,
+                format_args!("breaker {} -> {}", upper(t.from), upper(t.to)),
+            )
+        });
+    let url = format!("{base}/shipping-rate?zip_code=94107");
+    let hits_before = shipping_service.hits.load(SeqCst);
+    let hits = || shipping_service.hits.load(SeqCst) - hits_before;
+
+    shipping_service.down.store(true, SeqCst);
+    timeline.now("server: /shipping-rate goes down, answers 503 at once");
+    let mut refused = Vec::new();
+    for n in 1..=8 {
+        let before = breaker.state();
+        refused.extend(call_through(&breaker, &client, &url, n, timeline).await);
+        if before == BreakerState::Closed && breaker.state() == BreakerState::Open {
+            // The window is kept as it was when it opened: it shows why.
+            let m = breaker.metrics();
+            println!(
+                "            (window: {} failures of {} calls = {:.0} %, threshold {:.0} %)",
+                m.failed_calls,
+                m.calls,
+                m.failure_rate.unwrap_or_default(),
+                config.failure_rate_threshold()
+            );
+        }
+    }
+    timeline.now(format_args!(
+        "server: {} requests so far; the {} refused calls never reached it",
+        hits(),
+        refused.len()
+    ));
+
+    shipping_service.healthy.store(true, SeqCst);
+    shipping_service.down.store(false, SeqCst);
+    timeline.now(format_args!(
+        "server: /shipping-rate is back, healthy ({} ms)",
+        FAST.as_millis()
+    ));
+    let hint = refused.last().and_then(Rejection::retry_after);
+    let wait = hint.unwrap_or(OPEN_WAIT);
+    timeline.now(format_args!(
+        "client sleeps {:.2} ms, as the last refusal said",
+        wait.as_secs_f64() * 1e3
+    ));
+    tokio::time::sleep(wait).await;
+    timeline.now(format_args!(
+        "state() says {}: the open wait is over, the next call is a probe",
+        upper(breaker.state())
+    ));
+    for n in 9..=12 {
+        refused.extend(call_through(&breaker, &client, &url, n, timeline).await);
+    }
+
+    let m = breaker.metrics();
+    println!();
+    println!(
+        "  breaker {:<12} {}, {} call(s) in its new window ({} failed), rejected {}",
+        format!("{:?}:", breaker.name()),
+        m.state,
+        m.calls,
+        m.failed_calls,
+        m.rejected
+    );
+    println!(
+        "  -> 12 calls, {} requests reached the server: the {} calls refused while open \
+         cost no request and no wait, and came with a retry hint; {} probes closed it \
+         (seed 002: open 30 s, here {} ms)",
+        hits(),
+        refused.len(),
+        config.half_open_calls(),
+        OPEN_WAIT.as_millis()
     );
 }
