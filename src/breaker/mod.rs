@@ -97,8 +97,11 @@ pub struct Transition {
     pub from: State,
     /// The state after.
     pub to: State,
-    /// When it happened, by the breaker's clock. For a half-open episode that
-    /// ran out of time (`max_half_open_wait`), the moment it ran out.
+    /// When it happened, by the breaker's clock, to the microsecond
+    /// (millisecond on targets without 64-bit atomics), rounded down: the
+    /// time the breaker keeps and measures its waits from. For a half-open
+    /// episode that ran out of time (`max_half_open_wait`), the moment it
+    /// ran out.
     pub at: Instant,
 }
 
@@ -197,7 +200,11 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 ///   clock from `try_acquire` (or the first poll of `call`) to the outcome,
 ///   is strictly greater than `slow_call_duration`.
 /// - **End of the open wait**: probes may pass once `now >= opened_at +
-///   open_duration`; rejected calls do not extend the wait. [`state`](Self::state)
+///   open_duration`, where `opened_at` is the transition's time as the
+///   listener and the metrics report it (kept to the microsecond, rounded
+///   down; the millisecond on targets without 64-bit atomics); so a retry
+///   hint is never longer than `open_duration`. Rejected calls do not
+///   extend the wait. [`state`](Self::state)
 ///   consults the clock, so it never says Open when a call would be let
 ///   through.
 /// - **Half-open**: an episode begins with the first call after the open
@@ -990,6 +997,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// happened, installs or freezes the window, and tells the listener.
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
+        let at = word::floor(at);
         let gen = word::gen(to);
         let current = || self.current(gen);
         let stamp = word::stamp(gen, at);

@@ -27,10 +27,13 @@
 //! | 64-bit atomics (servers, loom) | `u64` | 13 bits | 51 bits | 1 µs | 71 years |
 //! | 32-bit atomics only (thumbv6m, thumbv7em) | `u32` | 4 bits | 28 bits | 1 ms | 74.5 hours |
 //!
-//! Stamps are rounded *up* to the tick, so an open wait is never cut short by
-//! the rounding. On 32-bit targets the stamp wraps: it is read back relative
-//! to the current time, correctly for up to 74.5 hours after it was taken,
-//! and durations in the config are limited to half of that.
+//! A transition's time is taken to the tick, rounded down ([`floor`]), and
+//! that rounded time is the one the breaker uses everywhere: the open wait
+//! ends exactly at it plus `open_duration`, a retry hint is never longer than
+//! `open_duration`, and the listener and the metrics report the same instant.
+//! On 32-bit targets the stamp wraps: it is read back relative to the
+//! current time, correctly for up to 74.5 hours after it was taken, and
+//! durations in the config are limited to half of that.
 
 use crate::clock::Instant;
 
@@ -126,18 +129,25 @@ pub(crate) const NEVER: Stamp = Stamp::MAX;
 /// mistaken for a recent one while a wait is running.
 pub(crate) const MAX_DURATION_NS: u64 = (TICK_MASK / 2) * TICK_NS;
 
-/// A stamp for `at` in generation `gen`, rounded up to the tick.
+/// `at` rounded down to the stamp's tick: the time a transition is kept as.
+#[inline]
+pub(crate) fn floor(at: Instant) -> Instant {
+    Instant::from_nanos(at.as_nanos() / TICK_NS * TICK_NS)
+}
+
+/// A stamp for `at` (a multiple of the tick, see [`floor`]) in generation
+/// `gen`.
 #[inline]
 pub(crate) fn stamp(gen: u32, at: Instant) -> Stamp {
-    let ticks = at.as_nanos().div_ceil(TICK_NS) & TICK_MASK;
+    let ticks = (at.as_nanos() / TICK_NS) & TICK_MASK;
     // All ones is `NEVER`; the tick before it is as good.
     let ticks = if ticks == TICK_MASK { ticks - 1 } else { ticks };
     ((ticks << TAG_BITS) as Stamp) | (gen & STAMP_TAG_MASK) as Stamp
 }
 
 /// When the state of generation `gen` began, if its stamp is published:
-/// reconstructed relative to `now` (the stamp is at most one tick after
-/// `now`, and not older than the stamp's range).
+/// reconstructed relative to `now` (the stamp is not after `now`, and not
+/// older than the stamp's range).
 #[inline]
 pub(crate) fn read(stamp: Stamp, gen: u32, now: Instant) -> Option<Instant> {
     if stamp == NEVER || (stamp as u32) & STAMP_TAG_MASK != gen & STAMP_TAG_MASK {
@@ -146,10 +156,9 @@ pub(crate) fn read(stamp: Stamp, gen: u32, now: Instant) -> Option<Instant> {
     #[allow(clippy::unnecessary_cast)] // a widening on 32-bit targets
     let low = (stamp as u64) >> TAG_BITS;
     let now_ticks = now.as_nanos() / TICK_NS;
-    // How many ticks the stamp lies before the tick after `now`, modulo the
-    // stamp's range; the stamp is at most one tick in the future (rounding).
-    let back = (now_ticks + 1).wrapping_sub(low) & TICK_MASK;
-    let ticks = (now_ticks + 1).saturating_sub(back);
+    // How many ticks the stamp lies before `now`, modulo the stamp's range.
+    let back = now_ticks.wrapping_sub(low) & TICK_MASK;
+    let ticks = now_ticks.saturating_sub(back);
     Some(Instant::from_nanos(ticks.saturating_mul(TICK_NS)))
 }
 
@@ -187,17 +196,17 @@ mod tests {
     }
 
     #[test]
-    fn stamps_round_up_and_read_back_near_now() {
-        let at = Instant::from_nanos(5 * TICK_NS + 1);
+    fn stamps_keep_the_floored_time_and_read_back_near_now() {
+        let at = floor(Instant::from_nanos(5 * TICK_NS + 1));
+        assert_eq!(at, Instant::from_nanos(5 * TICK_NS));
         let st = stamp(9, at);
-        // Rounded up to the next tick, never down.
-        assert_eq!(read(st, 9, at), Some(Instant::from_nanos(6 * TICK_NS)));
-        let later = Instant::from_nanos(1_000 * TICK_NS);
-        assert_eq!(read(st, 9, later), Some(Instant::from_nanos(6 * TICK_NS)));
+        assert_eq!(read(st, 9, at), Some(at));
+        let later = Instant::from_nanos(1_000 * TICK_NS + 3);
+        assert_eq!(read(st, 9, later), Some(at));
         // Another generation's stamp is not this one's.
         assert_eq!(read(st, 10, later), None);
         assert_eq!(read(NEVER, 0, later), None);
-        assert_eq!(read_any(st, later), Some(Instant::from_nanos(6 * TICK_NS)));
+        assert_eq!(read_any(st, later), Some(at));
     }
 
     #[test]
