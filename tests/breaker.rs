@@ -608,6 +608,41 @@ fn max_half_open_wait_reopen_is_seen_by_the_next_call() {
 }
 
 #[test]
+fn max_half_open_wait_does_not_expire_an_episode_with_no_probe_out() {
+    let clock = ManualClock::new();
+    let config = cfg(small().half_open_calls(3).max_half_open_wait(5 * SEC));
+    let b: CircuitBreaker<_, 4> = CircuitBreaker::new("h", config, &clock);
+    fail(&b, 2);
+    clock.advance(10 * SEC);
+    succeed(&b, 1); // one of three probes back; none out
+    clock.advance(60 * SEC); // quiet traffic, far past the limit
+    assert_eq!(b.state(), State::HalfOpen);
+    // The episode goes on: two more probes close it.
+    succeed(&b, 2);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().stale, 0);
+}
+
+#[test]
+fn max_half_open_wait_counts_from_the_latest_probe_admission() {
+    let clock = ManualClock::new();
+    let config = cfg(small().half_open_calls(3).max_half_open_wait(5 * SEC));
+    let b: CircuitBreaker<_, 4> = CircuitBreaker::new("h", config, &clock);
+    fail(&b, 2);
+    clock.advance(10 * SEC);
+    succeed(&b, 1); // the episode began at 10 s
+    clock.advance(4 * SEC); // 14 s
+    let late = b.try_acquire().unwrap(); // admitted at 14 s
+    clock.advance(4 * SEC); // 18 s: past began + 5 s, but the probe is out 4 s
+    assert_eq!(b.state(), State::HalfOpen);
+    clock.advance(SEC); // 19 s = 14 s + 5 s
+    assert_eq!(b.state(), State::Open);
+    late.success();
+    assert_eq!(b.metrics().stale, 1);
+    assert_eq!(b.metrics().last_transition, Some(at(19 * SEC)));
+}
+
+#[test]
 fn without_max_half_open_wait_a_stuck_probe_keeps_it_half_open() {
     let clock = ManualClock::new();
     let config = cfg(small().half_open_calls(1));

@@ -22,7 +22,7 @@ use super::word::{MAX_DURATION_NS, MAX_PROBES};
 /// | `slow_call_rate_threshold` | 100 % | trips when the slow-call rate is at or above it |
 /// | `open_duration` | 30 s | how long it stays open before probes may pass |
 /// | `half_open_calls` | 3 | probes admitted per half-open episode |
-/// | `max_half_open_wait` | none | a probe still out after this counts as failed |
+/// | `max_half_open_wait` | none | a probe out this long after the last admission counts as failed |
 ///
 /// Thresholds are percent, as in resilience4j: `30.0` means 30 %. A value in
 /// (0, 1] is refused with a hint, so `0.5` is never read as half a percent.
@@ -229,9 +229,10 @@ impl BreakerConfigBuilder {
         self
     }
 
-    /// A half-open episode whose probes have not all come back this long
-    /// after it began reopens the breaker, as if a probe had failed
-    /// (default: no limit). Stops a lost probe from wedging the breaker.
+    /// A half-open episode that has a probe out and has admitted no probe for
+    /// this long reopens the breaker, as if the probe had failed (default: no
+    /// limit). Stops a lost probe from wedging the breaker; an episode with
+    /// no probe out does not expire.
     pub const fn max_half_open_wait(mut self, d: Duration) -> Self {
         self.max_half_open_wait = Some(d);
         self

