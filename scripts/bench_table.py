@@ -1,23 +1,33 @@
 #!/usr/bin/env python3
-"""Markdown tables for the README from `cargo bench --bench bulkhead`.
+"""Markdown tables for the README from `cargo bench --bench bulkhead` and
+`cargo bench --bench breaker`.
 
 Reads criterion's `<criterion dir>/**/new/estimates.json` (the median of each
-benchmark, ns per acquire + release pair) with the `benchmark.json` beside
-it (group and function names), and the fairness probe's
-`<criterion dir>/bulkhead-fairness.json`, and prints:
+benchmark) with the `benchmark.json` beside it (group and function names),
+the bulkhead fairness probe's `<criterion dir>/bulkhead-fairness.json` and
+the breaker's `<criterion dir>/breaker-sizes.json`, and prints, for whichever
+benches have results there:
 
-- uncontended: ns per pair for each peer, each peer's ratio to watertight
-  (peer median / watertight median: above 1 means watertight is faster) and,
-  for `try_acquire`, watertight's ratio to the floor (watertight / floor);
-- contended, one table per hold (yield, spin): the same per (M tasks, P permits);
-- the fairness probe and the sizes of the three types.
+- bulkhead, uncontended: ns per acquire + release pair for each peer, each
+  peer's ratio to watertight (peer median / watertight median: above 1 means
+  watertight is faster) and, for `try_acquire`, watertight's ratio to the
+  floor (watertight / floor);
+- bulkhead, contended, one table per hold (yield, spin): the same per
+  (M tasks, P permits);
+- the fairness probe and the sizes of the three types;
+- breaker: ns per closed-state call for watertight, recloser and failsafe
+  (default policy; consecutive failures only), each peer's ratio to
+  watertight, per case (sync, async, slow-call timing on, 2 threads); the
+  clock reads measured in the same run; the sizes.
 
 Usage: python3 scripts/bench_table.py [CRITERION_DIR] [--baseline NAME] [--all]
+                                      [--only bulkhead|breaker]
 
 CRITERION_DIR defaults to $CRITERION_HOME, else $CARGO_TARGET_DIR/criterion,
 else target/criterion of this repository. --baseline reads
 `<NAME>/estimates.json` (a `--save-baseline NAME` run) instead of `new/`.
 --all also lists any other groups found there (e.g. from older runs).
+--only prints one bench's tables.
 Standard library only.
 """
 
@@ -39,6 +49,42 @@ UNCONTENDED = [
         "free `acquire().await` + drop (tokio current-thread)",
     ),
 ]
+
+# Breaker: (group, watertight's function in it, row title).
+BREAKER_PEERS = ["recloser", "failsafe-default", "failsafe-consecutive"]
+BREAKER_ROWS = [
+    (
+        "breaker/closed/sync",
+        "watertight",
+        "closed, sync: ours `try_acquire().unwrap().success()`, peers `.call(\\|\\| Ok(()))`",
+    ),
+    (
+        "breaker/closed/sync",
+        "watertight-call",
+        "closed, sync: ours as a `call(\\|\\| Ok(()))` function around `try_acquire`",
+    ),
+    (
+        "breaker/closed/async",
+        "watertight",
+        "closed, async: `call(async { Ok(()) }).await`, a loop in one `block_on`",
+    ),
+    (
+        "breaker/closed/async-block_on-per-call",
+        "watertight",
+        "closed, async: one `block_on(call(async { Ok(()) }))` per call",
+    ),
+    (
+        "breaker/slow-timing/sync",
+        "watertight",
+        "slow-call timing on (ours: `slow_call_duration(1 s)`, `StdClock`; peers have none), sync",
+    ),
+    (
+        "breaker/contended/2-threads",
+        "watertight",
+        "2 threads on one breaker, sync; ns per call per thread",
+    ),
+]
+SLOW_GROUP = "breaker/slow-timing/sync"
 
 CONTENDED = re.compile(r"^contended/(?P<hold>[^/]+)/M=(?P<m>\d+)/P=(?P<p>\d+)$")
 
@@ -141,7 +187,7 @@ def contended_tables(data: dict) -> list:
 
 
 def other_tables(data: dict) -> list:
-    known = {gid for gid, _ in UNCONTENDED}
+    known = {gid for gid, _ in UNCONTENDED} | {gid for gid, _, _ in BREAKER_ROWS}
     lines: list = []
     for gid in sorted(g for g in data if g not in known and not CONTENDED.match(g or "")):
         g = data[gid]
@@ -151,6 +197,55 @@ def other_tables(data: dict) -> list:
         lines += [f"`{gid}`", "", "| function | median | ÷ watertight |", "|---|---|---|"]
         for f in sorted(g):
             lines.append(f"| {f} | {ns(g[f])} | {ratio(g[f], ours)} |")
+    return lines
+
+
+def breaker_tables(data: dict, root: Path) -> list:
+    rows = [(gid, f, title) for gid, f, title in BREAKER_ROWS if f in data.get(gid, {})]
+    if not rows:
+        return []
+    lines = [
+        "ns per call (criterion median): admit, run a trivial `Ok(())`, record the outcome; "
+        "peer ÷ watertight above 1 means watertight is faster. Ours is "
+        "`CircuitBreaker<StdClock, 64>` with `BreakerConfig::DEFAULT`; recloser "
+        "`Recloser::default()`; failsafe `Config::new().build()` (default) and "
+        "`consecutive_failures(5, constant(30 s))` (consecutive).",
+        "",
+        "| case | watertight | recloser | failsafe default | failsafe consecutive "
+        "| recloser ÷ watertight | failsafe default ÷ watertight "
+        "| failsafe consecutive ÷ watertight |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for gid, f, title in rows:
+        g = data[gid]
+        ours = g.get(f)
+        cells = [title, ns(ours)] + [ns(g.get(p)) for p in BREAKER_PEERS]
+        cells += [ratio(g.get(p), ours) for p in BREAKER_PEERS]
+        lines.append("| " + " | ".join(cells) + " |")
+
+    slow = data.get(SLOW_GROUP, {})
+    timed, untimed = slow.get("watertight"), slow.get("watertight-untimed")
+    clock = slow.get("StdClock::now")
+    if timed is not None and untimed is not None:
+        added = timed - untimed
+        lines += [
+            "",
+            f"Clock reads, measured in the slow-timing group: `std::time::Instant::now()` "
+            f"{ns(slow.get('Instant::now'))}, `StdClock::now()` {ns(clock)}. Ours there: "
+            f"{ns(untimed)} untimed, {ns(timed)} timed, so slow-call timing adds {ns(added)}"
+            + (f" = {added / clock:.2f} `StdClock` reads." if clock else "."),
+        ]
+
+    path = root / "breaker-sizes.json"
+    if path.is_file():
+        try:
+            sizes = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            print(f"skipping {path}: {e}", file=sys.stderr)
+        else:
+            lines += ["", f"| type | `size_of` ({sizes.get('arch', 'host')}) |", "|---|---|"]
+            for s_ in sizes.get("sizes") or []:
+                lines.append(f"| `{s_['type']}` | {s_['bytes']} B |")
     return lines
 
 
@@ -187,6 +282,7 @@ def main(argv: list) -> int:
     root = None
     baseline = "new"
     show_all = False
+    only = None
     it = iter(argv)
     for a in it:
         if a in ("-h", "--help"):
@@ -201,6 +297,11 @@ def main(argv: list) -> int:
                 return 2
         elif a.startswith("--baseline="):
             baseline = a.split("=", 1)[1]
+        elif a == "--only" or a.startswith("--only="):
+            only = a.split("=", 1)[1] if "=" in a else next(it, None)
+            if only not in ("bulkhead", "breaker"):
+                print("--only takes bulkhead or breaker", file=sys.stderr)
+                return 2
         elif root is None:
             root = Path(a)
         else:
@@ -208,14 +309,23 @@ def main(argv: list) -> int:
             return 2
     root = root or default_dir()
     if not root.is_dir():
-        print(f"no criterion output at {root}; run `cargo bench --bench bulkhead` first", file=sys.stderr)
+        print(
+            f"no criterion output at {root}; run `cargo bench --bench bulkhead` "
+            "or `cargo bench --bench breaker` first",
+            file=sys.stderr,
+        )
         return 1
 
     data = load(root, baseline)
-    sections = [uncontended_table(data), contended_tables(data)]
+    sections = []
+    if only in (None, "bulkhead"):
+        sections += [uncontended_table(data), contended_tables(data)]
     if show_all:
         sections.append(other_tables(data))
-    sections.append(fairness_table(root))
+    if only in (None, "bulkhead"):
+        sections.append(fairness_table(root))
+    if only in (None, "breaker"):
+        sections.append(breaker_tables(data, root))
     sections = [s for s in sections if s]
     if not sections:
         print(f"no results under {root}", file=sys.stderr)

@@ -687,8 +687,22 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             slow_calls: counts.slow,
             rejected: self.rejected.load(Relaxed),
             stale: self.stale.load(Relaxed),
-            last_transition: word::read_any(self.stamp.load(Acquire), self.clock.now()),
+            last_transition: self.last_transition(),
         }
+    }
+
+    /// When the last transition happened, counting a half-open episode that
+    /// has run out (which `state()` already reports as Open) as reopened at
+    /// the moment it ran out.
+    fn last_transition(&self) -> Option<Instant> {
+        let s = self.state.load(Acquire);
+        let now = self.clock.now();
+        if word::state(s) == HALF_OPEN && self.config.max_half_open_ns != 0 {
+            if let Some(expired) = self.half_open_expiry(s, now) {
+                return Some(word::floor(expired));
+            }
+        }
+        word::read_any(self.stamp.load(Acquire), now)
     }
 
     /// Forces the breaker open: every call is refused with
@@ -996,6 +1010,17 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             return;
         }
         let mut s = self.state.load(Acquire);
+        if word::gen(s) == raw.gen
+            && word::state(s) == HALF_OPEN
+            && self.config.max_half_open_ns != 0
+        {
+            if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
+                // The episode ran out while this probe was out: it reopens,
+                // and giving the slot back cannot revive the episode.
+                let _ = self.transition(s, word::next(s, OPEN), expired);
+                return;
+            }
+        }
         while word::gen(s) == raw.gen && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
             let fewer = word::with_taken(s, word::taken(s) - 1);
             match self.state.compare_exchange_weak(s, fewer, AcqRel, Acquire) {

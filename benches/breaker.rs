@@ -1,0 +1,394 @@
+//! A closed-state call with a trivial `Ok`, ours beside recloser's and
+//! failsafe's breakers (failsafe twice: its default policy, and consecutive
+//! failures only), every peer in the same run.
+//!
+//! Every criterion iteration is one call (admit + run the trivial call +
+//! record its outcome), so criterion's time per iteration is ns per call.
+//!
+//! | group | what |
+//! |---|---|
+//! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
+//! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
+//! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
+//! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `Instant::now` and `StdClock::now` one clock read each, as references |
+//! | `breaker/contended/2-threads` | 2 threads hammer one breaker with sync trivial calls, released together by a barrier; time per call per thread (the slower thread's wall time ÷ its calls) |
+//!
+//! Ours is `CircuitBreaker<StdClock, 64>` with `BreakerConfig::DEFAULT` (slow
+//! calls off: a closed-state call reads no clock); recloser is
+//! `Recloser::default()` (its `AsyncRecloser` for async); failsafe is
+//! `Config::new().build()` (success rate over a time window, or else 5
+//! consecutive failures, jittered backoff) and a breaker with
+//! `consecutive_failures(5, constant(30 s))` only.
+//!
+//! After the criterion groups it prints `size_of` of the breakers (peers keep
+//! their state behind a pointer, so theirs is the handle only) and saves it
+//! for `scripts/bench_table.py`.
+//!
+//! Run: `cargo bench --bench breaker` (≈ 4 min), then
+//! `python3 scripts/bench_table.py` for the README tables.
+//! Quick: `cargo bench --bench breaker -- --warm-up-time 1 --measurement-time 3`.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use futures_lite::future::block_on;
+use watertight::clock::{Clock, StdClock};
+use watertight::{BreakerConfig, CallError, CircuitBreaker};
+
+/// Ours, as benched: the window's capacity `N` is 64 (the default window
+/// is 50).
+type Ours = CircuitBreaker<StdClock, 64>;
+
+// Issue 4's size target, checked where the numbers are made.
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(size_of::<Ours>() <= 160);
+
+/// Threads in the contended group.
+const THREADS: usize = 2;
+
+fn ours() -> Ours {
+    CircuitBreaker::new("bench", BreakerConfig::DEFAULT, StdClock)
+}
+
+fn ours_timed() -> Ours {
+    let config = BreakerConfig::builder()
+        .slow_call_duration(Duration::from_secs(1))
+        .build()
+        .expect("slow-call config");
+    CircuitBreaker::new("bench", config, StdClock)
+}
+
+type FailsafeDefault = failsafe::StateMachine<
+    failsafe::failure_policy::OrElse<
+        failsafe::failure_policy::SuccessRateOverTimeWindow<failsafe::backoff::EqualJittered>,
+        failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::EqualJittered>,
+    >,
+    (),
+>;
+
+type FailsafeConsecutive = failsafe::StateMachine<
+    failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>,
+    (),
+>;
+
+fn failsafe_default() -> FailsafeDefault {
+    failsafe::Config::new().build()
+}
+
+fn failsafe_consecutive() -> FailsafeConsecutive {
+    failsafe::Config::new()
+        .failure_policy(failsafe::failure_policy::consecutive_failures(
+            5,
+            failsafe::backoff::constant(Duration::from_secs(30)),
+        ))
+        .build()
+}
+
+/// The trivial call every peer makes.
+#[inline]
+fn trivial() -> Result<(), ()> {
+    Ok(())
+}
+
+/// Ours as a sync `call(f)` function, the shape of the peers' `call`: what a
+/// user writes around [`CircuitBreaker::try_acquire`].
+#[inline]
+fn ours_call<C: Clock, const N: usize, T, E>(
+    b: &CircuitBreaker<C, N>,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, CallError<E>> {
+    let permit = b.try_acquire().map_err(CallError::Rejected)?;
+    let result = f();
+    match result {
+        Ok(_) => permit.success(),
+        Err(_) => permit.failure(),
+    }
+    result.map_err(CallError::Failed)
+}
+
+// ---------------------------------------------------------------------------
+// One sync call of each peer
+// ---------------------------------------------------------------------------
+
+#[inline]
+fn ours_once(b: &Ours) {
+    black_box(b).try_acquire().unwrap().success();
+}
+
+#[inline]
+fn recloser_once(r: &recloser::Recloser) {
+    black_box(black_box(r).call(trivial)).unwrap();
+}
+
+#[inline]
+fn failsafe_once<P: failsafe::FailurePolicy>(f: &failsafe::StateMachine<P, ()>) {
+    black_box(failsafe::CircuitBreaker::call(black_box(f), trivial)).unwrap();
+}
+
+/// The peers of the sync groups, each measured by `bench`.
+fn sync_peers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    let rec = recloser::Recloser::default();
+    g.bench_function("recloser", |b| b.iter(|| recloser_once(&rec)));
+    let fs = failsafe_default();
+    g.bench_function("failsafe-default", |b| b.iter(|| failsafe_once(&fs)));
+    let fs = failsafe_consecutive();
+    g.bench_function("failsafe-consecutive", |b| b.iter(|| failsafe_once(&fs)));
+}
+
+fn closed_sync(c: &mut Criterion) {
+    let mut g = c.benchmark_group("breaker/closed/sync");
+    let b = ours();
+    g.bench_function("watertight", |bn| bn.iter(|| ours_once(&b)));
+    let b = ours();
+    g.bench_function("watertight-call", |bn| {
+        bn.iter(|| black_box(ours_call(black_box(&b), trivial)).unwrap())
+    });
+    sync_peers(&mut g);
+    g.finish();
+}
+
+fn slow_timing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("breaker/slow-timing/sync");
+    let b = ours_timed();
+    g.bench_function("watertight", |bn| bn.iter(|| ours_once(&b)));
+    let b = ours();
+    g.bench_function("watertight-untimed", |bn| bn.iter(|| ours_once(&b)));
+    g.bench_function("Instant::now", |bn| bn.iter(|| black_box(Instant::now())));
+    g.bench_function("StdClock::now", |bn| {
+        bn.iter(|| black_box(black_box(StdClock).now()))
+    });
+    sync_peers(&mut g);
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------
+// Async
+// ---------------------------------------------------------------------------
+
+async fn ready() -> Result<(), ()> {
+    Ok(())
+}
+
+/// `iters` calls in one `block_on`: the loop's time.
+fn ours_async_loop(b: &Ours, iters: u64) -> Duration {
+    block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(black_box(b).call(ready()).await).unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+fn recloser_async_loop(r: &recloser::AsyncRecloser, iters: u64) -> Duration {
+    block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(black_box(r).call(ready()).await).unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+fn failsafe_async_loop<P>(f: &failsafe::StateMachine<P, ()>, iters: u64) -> Duration
+where
+    P: failsafe::FailurePolicy + Send + Sync,
+{
+    block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(failsafe::futures::CircuitBreaker::call(black_box(f), ready()).await)
+                .unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+fn closed_async(c: &mut Criterion) {
+    let b = ours();
+    let rec = recloser::AsyncRecloser::from(recloser::Recloser::default());
+    let fs_default = failsafe_default();
+    let fs_consecutive = failsafe_consecutive();
+
+    let mut g = c.benchmark_group("breaker/closed/async");
+    g.bench_function("watertight", |bn| {
+        bn.iter_custom(|iters| ours_async_loop(&b, iters))
+    });
+    g.bench_function("recloser", |bn| {
+        bn.iter_custom(|iters| recloser_async_loop(&rec, iters))
+    });
+    g.bench_function("failsafe-default", |bn| {
+        bn.iter_custom(|iters| failsafe_async_loop(&fs_default, iters))
+    });
+    g.bench_function("failsafe-consecutive", |bn| {
+        bn.iter_custom(|iters| failsafe_async_loop(&fs_consecutive, iters))
+    });
+    g.finish();
+
+    // block_on caches its parker and waker per thread; warm it once.
+    block_on(async {});
+    let mut g = c.benchmark_group("breaker/closed/async-block_on-per-call");
+    g.bench_function("watertight", |bn| {
+        bn.iter(|| black_box(block_on(black_box(&b).call(ready()))).unwrap())
+    });
+    g.bench_function("recloser", |bn| {
+        bn.iter(|| black_box(block_on(black_box(&rec).call(ready()))).unwrap())
+    });
+    g.bench_function("failsafe-default", |bn| {
+        bn.iter(|| {
+            let call = failsafe::futures::CircuitBreaker::call(black_box(&fs_default), ready());
+            black_box(block_on(call)).unwrap()
+        })
+    });
+    g.bench_function("failsafe-consecutive", |bn| {
+        bn.iter(|| {
+            let call = failsafe::futures::CircuitBreaker::call(black_box(&fs_consecutive), ready());
+            black_box(block_on(call)).unwrap()
+        })
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------
+// Contended
+// ---------------------------------------------------------------------------
+
+/// `THREADS` threads each make `iters` calls on `shared`, released together
+/// by a barrier; returns the slower thread's time, so criterion's time per
+/// iteration is the time per call per thread.
+fn hammer<S: Sync>(shared: &S, iters: u64, call: impl Fn(&S) + Sync) -> Duration {
+    let barrier = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        call(shared);
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("bench thread panicked"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+fn contended(c: &mut Criterion) {
+    let mut g = c.benchmark_group(format!("breaker/contended/{THREADS}-threads"));
+    let b = ours();
+    g.bench_function("watertight", |bn| {
+        bn.iter_custom(|iters| hammer(&b, iters, ours_once))
+    });
+    let rec = recloser::Recloser::default();
+    g.bench_function("recloser", |bn| {
+        bn.iter_custom(|iters| hammer(&rec, iters, recloser_once))
+    });
+    let fs = failsafe_default();
+    g.bench_function("failsafe-default", |bn| {
+        bn.iter_custom(|iters| hammer(&fs, iters, failsafe_once))
+    });
+    let fs = failsafe_consecutive();
+    g.bench_function("failsafe-consecutive", |bn| {
+        bn.iter_custom(|iters| hammer(&fs, iters, failsafe_once))
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------
+
+fn sizes(save: bool) {
+    let sizes = [
+        (
+            "watertight::CircuitBreaker<StdClock, 64>",
+            size_of::<Ours>(),
+        ),
+        ("recloser::Recloser", size_of::<recloser::Recloser>()),
+        (
+            "failsafe::StateMachine (default)",
+            size_of::<FailsafeDefault>(),
+        ),
+    ];
+    println!();
+    println!("| type | size_of on {} |", std::env::consts::ARCH);
+    println!("|---|---|");
+    for (ty, size) in sizes {
+        println!("| `{ty}` | {size} B |");
+    }
+    println!();
+    println!(
+        "(recloser's state and ring buffer and failsafe's whole state machine live on the \
+         heap; their size is the handle's)"
+    );
+    if save {
+        let rows: Vec<String> = sizes
+            .iter()
+            .map(|(ty, size)| format!("    {{\"type\": \"{ty}\", \"bytes\": {size}}}"))
+            .collect();
+        let json = format!(
+            "{{\n  \"arch\": \"{}\",\n  \"sizes\": [\n{}\n  ]\n}}\n",
+            std::env::consts::ARCH,
+            rows.join(",\n")
+        );
+        let dir = criterion_dir();
+        let path = dir.join("breaker-sizes.json");
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, json)) {
+            eprintln!("sizes: could not write {}: {e}", path.display());
+        }
+    }
+}
+
+/// Where criterion writes its reports (its own rule: `$CRITERION_HOME`, else
+/// `$CARGO_TARGET_DIR/criterion`, else the target dir this binary sits in).
+fn criterion_dir() -> std::path::PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return home.into();
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        return std::path::PathBuf::from(target).join("criterion");
+    }
+    // target/<profile>/deps/breaker-<hash>
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(|t| t.join("criterion")))
+        .unwrap_or_else(|| "target/criterion".into())
+}
+
+// ---------------------------------------------------------------------------
+// main
+// ---------------------------------------------------------------------------
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not (then
+    // criterion runs each benchmark once, and nothing is saved).
+    let mut bench = false;
+    let mut list = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--bench" => bench = true,
+            "--list" | "--profile-time" => list = true,
+            _ => {}
+        }
+    }
+    let test = !bench || std::env::args().any(|a| a == "--test");
+
+    let mut c = Criterion::default().configure_from_args();
+    closed_sync(&mut c);
+    closed_async(&mut c);
+    slow_timing(&mut c);
+    contended(&mut c);
+    c.final_summary();
+
+    if !list {
+        sizes(!test);
+    }
+}
