@@ -244,7 +244,7 @@ impl BreakerConfigBuilder {
     ///
     /// A [`BreakerConfigError`] naming the first bad field: a zero window,
     /// minimum, probe count or duration; `minimum_calls > window_size`; a
-    /// window above 65 535 (255 on targets without 64-bit atomics) or more
+    /// window above 1023 or more
     /// than 255 probes; a threshold that is not in (0, 100] percent, or looks
     /// like a fraction (in (0, 1]); a duration longer than the breaker's
     /// timestamps can hold (35 years; 37 hours on targets without 64-bit

@@ -268,11 +268,14 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 ///
 /// # Cost
 ///
-/// A closed-state call with slow-call detection off reads no clock: one load
-/// of the state word to admit, and to record one compare-and-swap on the
-/// window word plus two loads (a success that replaces a success writes no
-/// slot and moves no count). Slow-call detection adds two clock reads. No
-/// operation allocates.
+/// A closed-state call with slow-call detection off reads no clock. In a
+/// healthy system (the window full of plain successes) it is three loads and
+/// no write at all: the state word to admit, the state word and the window
+/// word to record — a window of nothing but successes does not change with
+/// one more. Otherwise recording is one compare-and-swap on the window word,
+/// a slot write if the slot changes, and a read of the window's slots when an
+/// outcome may have raised a rate. Slow-call detection adds two clock reads.
+/// No operation allocates.
 pub struct CircuitBreaker<C, const N: usize, H = ()> {
     state: AtomicU32,
     /// When the current state began (tagged with its generation).
@@ -298,8 +301,8 @@ impl<C, const N: usize> CircuitBreaker<C, N> {
         ///
         /// If `config.window_size()` is larger than `N`; in a `static` or
         /// `const` that is a compile-time error. Use [`try_new`](Self::try_new)
-        /// for config read at run time. `N` of zero, or above 65 535 (255 on
-        /// targets without 64-bit atomics), does not compile.
+        /// for config read at run time. `N` of zero, or above 1023, does not
+        /// compile.
         ///
         /// # Examples
         ///

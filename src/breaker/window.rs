@@ -6,22 +6,31 @@
 //!   wrote it (its tag) and the outcome's kind (success, failure, slow
 //!   success, slow failure);
 //! - **the window word**, a `u32` (lock-free on every target) with the
-//!   generation the window belongs to, the ring's next index, and whether the
-//!   ring has wrapped once.
+//!   generation the window belongs to, the ring's next index, whether the
+//!   ring has wrapped once, and how many of the latest claims in a row were
+//!   plain successes.
 //!
 //! | bits | field |
 //! |---|---|
-//! | 0..13 | tag: the generation this window belongs to (all 13 bits of it) |
-//! | 13..29 | index of the next slot |
-//! | 29 | full: the ring has wrapped at least once |
-//! | 30 | frozen: the breaker has left this window's generation |
+//! | 0..8 | tag: the low 8 bits of the generation this window belongs to |
+//! | 8..18 | index of the next slot |
+//! | 18 | full: the ring has wrapped at least once |
+//! | 19 | frozen: the breaker has left this window's generation |
+//! | 20..30 | run: plain successes claimed in a row, up to the window size |
 //!
 //! Recording an outcome is: claim the next index with a CAS on the window
 //! word that also checks its tag (so an outcome of another generation is
 //! never counted here); then write the slot with a CAS that refuses to write
-//! once the window word has moved to another generation. In the steady state
-//! of a healthy system (a success replacing a success of the same window)
-//! that is one CAS and two loads, and no slot write.
+//! once the window word has moved to another generation.
+//!
+//! **A healthy window takes a success for free.** When the ring is full and
+//! the last `window_size` claims were all plain successes (the run field),
+//! the window holds nothing but plain successes, and one more would not
+//! change it: such a success is recorded by reading the window word, with no
+//! write at all. Any other outcome resets the run in its own claim, so a
+//! success that sees a full run is ordered before every failure that could
+//! change the window. That is the closed-state hot path of a healthy system:
+//! two loads (the state word, the window word) and no read-modify-write.
 //!
 //! **Counts are derived, never kept.** The number of calls is the index (or
 //! the window size once full); failures and slow calls are counted from the
@@ -49,17 +58,21 @@
 
 use crate::sync::{AtomicU32, AtomicU8, Ordering::*};
 
-const TAG_BITS: u32 = 13;
+const TAG_BITS: u32 = 8;
 const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
 const IDX_SHIFT: u32 = TAG_BITS;
-const IDX_BITS: u32 = 16;
+const IDX_BITS: u32 = 10;
 const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
 const FULL_BIT: u32 = 1 << (IDX_SHIFT + IDX_BITS);
 const FROZEN_BIT: u32 = FULL_BIT << 1;
-// The window tag holds the whole generation.
-const _: () = assert!(TAG_BITS == super::word::GEN_BITS);
+const RUN_SHIFT: u32 = IDX_SHIFT + IDX_BITS + 2;
+const RUN_MASK: u32 = IDX_MASK;
+const _: () = assert!(RUN_SHIFT + IDX_BITS <= 32);
+// A recorder checks the state word's whole generation before the window's
+// tag, so the tag only has to tell apart windows a few generations apart.
+const _: () = assert!(TAG_BITS <= super::word::GEN_BITS);
 
-/// The largest window a breaker can have: 65 535 outcomes.
+/// The largest window a breaker can have: 1023 outcomes.
 pub(crate) const MAX_WINDOW: usize = IDX_MASK as usize;
 
 /// What one outcome is, as the window stores it.
@@ -147,7 +160,7 @@ impl<const N: usize> Window<N> {
     fn count(&self, w: u32, window_size: usize) -> Counts {
         let idx = ((w >> IDX_SHIFT) & IDX_MASK) as usize;
         let calls = if w & FULL_BIT != 0 { window_size } else { idx };
-        let tag = (w & TAG_MASK) as u8 & SLOT_TAG_MASK;
+        let tag = w as u8 & SLOT_TAG_MASK;
         let (mut failures, mut slow) = (0, 0);
         for slot in &self.slots[..calls.min(N)] {
             let v = slot.load(Acquire);
@@ -204,6 +217,13 @@ impl<const N: usize> Window<N> {
         }
     }
 
+    /// Whether the window whose word is `w` is full and its last
+    /// `window_size` claims were plain successes.
+    #[inline]
+    const fn all_plain(w: u32, window_size: usize) -> bool {
+        w & FULL_BIT != 0 && (w >> RUN_SHIFT) & RUN_MASK >= window_size as u32
+    }
+
     /// Whether outcomes of the generation tagged `tag` may land in the
     /// window whose word is `w`.
     #[inline]
@@ -227,8 +247,14 @@ impl<const N: usize> Window<N> {
         current: impl Fn() -> bool,
     ) -> Option<Recorded> {
         let tag = tag_of(gen);
-        // 1. Claim the next index.
+        let plain = matches!(kind, Kind::Success);
         let mut w = self.word.load(Acquire);
+        // 0. A full window of plain successes does not change with one more.
+        if plain && Self::open_to(w, tag) && Self::all_plain(w, window_size) {
+            return Some(Recorded::Unchanged);
+        }
+        // 1. Claim the next index; a plain success lengthens the run, any
+        // other outcome ends it.
         let (index, claimed, was_full) = loop {
             if !Self::open_to(w, tag) {
                 if w & TAG_MASK == tag || !current() {
@@ -242,10 +268,18 @@ impl<const N: usize> Window<N> {
                 }
                 continue;
             }
+            if plain && Self::all_plain(w, window_size) {
+                return Some(Recorded::Unchanged);
+            }
             let idx = ((w >> IDX_SHIFT) & IDX_MASK) as usize;
             let next = if idx + 1 >= window_size { 0 } else { idx + 1 };
             let full = if next == 0 { FULL_BIT } else { w & FULL_BIT };
-            let claimed = (w & TAG_MASK) | ((next as u32) << IDX_SHIFT) | full;
+            let run = if plain {
+                (((w >> RUN_SHIFT) & RUN_MASK) + 1).min(window_size as u32)
+            } else {
+                0
+            };
+            let claimed = (w & TAG_MASK) | ((next as u32) << IDX_SHIFT) | full | (run << RUN_SHIFT);
             match self.word.compare_exchange_weak(w, claimed, AcqRel, Acquire) {
                 Ok(_) => break (idx, claimed, w & FULL_BIT != 0),
                 Err(now) => w = now,
@@ -547,6 +581,49 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn a_full_window_of_plain_successes_takes_one_more_without_a_write() {
+        let w = Window::<3>::new();
+        record(&w, 0, Kind::Failure, 3);
+        for _ in 0..3 {
+            record(&w, 0, Kind::Success, 3);
+        }
+        // The failure is gone and the last three claims were successes.
+        let before = w.word.load(Acquire);
+        assert_eq!(
+            w.record(0, Kind::Success, 3, || true),
+            Some(Recorded::Unchanged)
+        );
+        assert_eq!(w.word.load(Acquire), before, "no claim was made");
+        // A slow success is not plain: it claims, and ends the run.
+        let c = record(&w, 0, Kind::SlowSuccess, 3);
+        assert_eq!(
+            c,
+            Counts {
+                calls: 3,
+                failures: 0,
+                slow: 1
+            }
+        );
+        // Three plain successes later the window is plain again.
+        for _ in 0..3 {
+            record(&w, 0, Kind::Success, 3);
+        }
+        assert_eq!(
+            w.counts(3),
+            Counts {
+                calls: 3,
+                failures: 0,
+                slow: 0
+            }
+        );
+        let before = w.word.load(Acquire);
+        record(&w, 0, Kind::Success, 3);
+        assert_eq!(w.word.load(Acquire), before);
+        // And a failure still lands and is counted.
+        assert_eq!(record(&w, 0, Kind::Failure, 3).failures, 1);
     }
 
     #[test]
