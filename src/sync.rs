@@ -9,13 +9,17 @@
 #[cfg(not(loom))]
 mod imp {
     #[allow(unused_imports)]
-    pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use portable_atomic::{
+        fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
 }
 
 #[cfg(loom)]
 mod imp {
     #[allow(unused_imports)]
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
 }
 
 pub(crate) use imp::*;

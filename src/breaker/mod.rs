@@ -632,27 +632,36 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// assert_eq!(b.state(), State::Closed);
     /// ```
     pub fn state(&self) -> State {
-        let s = self.state.load(Acquire);
-        match word::state(s) {
-            OPEN => {
-                let now = self.clock.now();
-                match self.began(s, now) {
-                    Some(opened) if now >= opened.saturating_add(self.open_duration()) => {
+        let mut s = self.state.load(Acquire);
+        let now = self.clock.now();
+        loop {
+            return match word::state(s) {
+                OPEN => match self.began(s, now) {
+                    Began::At(opened) if now >= opened.saturating_add(self.open_duration()) => {
                         State::HalfOpen
                     }
-                    _ => State::Open,
-                }
-            }
-            HALF_OPEN if self.config.max_half_open_ns != 0 => {
-                let now = self.clock.now();
-                match self.half_open_expiry(s, now) {
-                    Some(expired) if now < expired.saturating_add(self.open_duration()) => {
-                        State::Open
+                    Began::Moved(current) => {
+                        s = current;
+                        continue;
                     }
-                    _ => State::HalfOpen,
+                    _ => State::Open,
+                },
+                HALF_OPEN if self.config.max_half_open_ns != 0 => {
+                    match self.half_open_expiry(s, now) {
+                        Expiry::At(expired)
+                            if now < expired.saturating_add(self.open_duration()) =>
+                        {
+                            State::Open
+                        }
+                        Expiry::Moved(current) => {
+                            s = current;
+                            continue;
+                        }
+                        _ => State::HalfOpen,
+                    }
                 }
-            }
-            bits => State::from_bits(bits),
+                bits => State::from_bits(bits),
+            };
         }
     }
 
@@ -701,7 +710,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         let s = self.state.load(Acquire);
         let now = self.clock.now();
         if word::state(s) == HALF_OPEN && self.config.max_half_open_ns != 0 {
-            if let Some(expired) = self.half_open_expiry(s, now) {
+            if let Expiry::At(expired) = self.half_open_expiry(s, now) {
                 return Some(word::floor(expired));
             }
         }
@@ -783,24 +792,46 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         word::gen(self.state.load(Acquire)) == gen
     }
 
-    /// When the state in word `s` began, if its stamp is published.
+    /// When the state in word `s` began, as far as the stamp tells.
     #[inline]
-    fn began(&self, s: u32, now: Instant) -> Option<Instant> {
-        word::read(self.stamp.load(Acquire), word::gen(s), now)
+    fn began(&self, s: u32, now: Instant) -> Began {
+        match word::read(self.stamp.load(Acquire), word::gen(s), now) {
+            Some(at) => Began::At(at),
+            None => {
+                // Either the transition into `s` has not published its stamp
+                // yet, or the breaker has moved past `s` and the stamp is a
+                // later generation's: a decision made on `s` would be stale.
+                let current = self.state.load(Acquire);
+                if word::gen(current) != word::gen(s) {
+                    Began::Moved(current)
+                } else {
+                    Began::Unpublished
+                }
+            }
+        }
     }
 
-    /// For a half-open word `s` with a limit set: the moment the episode ran
-    /// out of time, if it has. It has when a probe is out (taken and not yet
-    /// succeeded) and no probe has been admitted for `max_half_open_wait`.
-    fn half_open_expiry(&self, s: u32, now: Instant) -> Option<Instant> {
+    /// For a half-open word `s` with a limit set: whether the episode has run
+    /// out of time. It has when a probe is out (taken and not yet succeeded)
+    /// and no probe has been admitted for `max_half_open_wait`.
+    fn half_open_expiry(&self, s: u32, now: Instant) -> Expiry {
         if word::taken(s) <= word::succeeded(s) {
-            return None;
+            return Expiry::Not;
         }
-        let gen = word::gen(s);
-        let last =
-            word::read(self.admitted.load(Acquire), gen, now).or_else(|| self.began(s, now))?;
+        let last = match word::read(self.admitted.load(Acquire), word::gen(s), now) {
+            Some(at) => at,
+            None => match self.began(s, now) {
+                Began::At(at) => at,
+                Began::Unpublished => return Expiry::Not,
+                Began::Moved(current) => return Expiry::Moved(current),
+            },
+        };
         let expires = last.saturating_add(Duration::from_nanos(self.config.max_half_open_ns));
-        (now >= expires).then_some(expires)
+        if now >= expires {
+            Expiry::At(expires)
+        } else {
+            Expiry::Not
+        }
     }
 
     /// Notes that the half-open episode of generation `gen` admitted a probe
@@ -856,12 +887,19 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 FORCED_OPEN => return Err(self.reject(Rejection::ForcedOpen)),
                 OPEN => {
                     let now = self.clock.now();
-                    let Some(opened) = self.began(s, now) else {
-                        // Just opened by a thread that has not published the
-                        // stamp yet: the whole wait is ahead.
-                        return Err(self.reject(Rejection::Open {
-                            retry_after: self.open_duration(),
-                        }));
+                    let opened = match self.began(s, now) {
+                        Began::At(opened) => opened,
+                        Began::Unpublished => {
+                            // Just opened by a thread that has not published
+                            // the stamp yet: the whole wait is ahead.
+                            return Err(self.reject(Rejection::Open {
+                                retry_after: self.open_duration(),
+                            }));
+                        }
+                        Began::Moved(current) => {
+                            s = current;
+                            continue;
+                        }
                     };
                     let ends = opened.saturating_add(self.open_duration());
                     if now < ends {
@@ -889,12 +927,19 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 }
                 HALF_OPEN => {
                     if self.config.max_half_open_ns != 0 {
-                        if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
-                            match self.transition(s, word::next(s, OPEN), expired) {
-                                Ok(()) => s = self.state.load(Acquire),
-                                Err(actual) => s = actual,
+                        match self.half_open_expiry(s, self.clock.now()) {
+                            Expiry::At(expired) => {
+                                match self.transition(s, word::next(s, OPEN), expired) {
+                                    Ok(()) => s = self.state.load(Acquire),
+                                    Err(actual) => s = actual,
+                                }
+                                continue;
                             }
-                            continue;
+                            Expiry::Moved(current) => {
+                                s = current;
+                                continue;
+                            }
+                            Expiry::Not => {}
                         }
                     }
                     let taken = word::taken(s);
@@ -956,12 +1001,19 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             },
             HALF_OPEN => {
                 if self.config.max_half_open_ns != 0 {
-                    if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
-                        // The episode ran out before this probe came back:
-                        // it reopens, and this outcome is too late.
-                        let _ = self.transition(s, word::next(s, OPEN), expired);
-                        self.stale.fetch_add(1, Relaxed);
-                        return;
+                    match self.half_open_expiry(s, self.clock.now()) {
+                        Expiry::At(expired) => {
+                            // The episode ran out before this probe came
+                            // back: it reopens, and this outcome is too late.
+                            let _ = self.transition(s, word::next(s, OPEN), expired);
+                            self.stale.fetch_add(1, Relaxed);
+                            return;
+                        }
+                        Expiry::Moved(_) => {
+                            self.stale.fetch_add(1, Relaxed);
+                            return;
+                        }
+                        Expiry::Not => {}
                     }
                 }
                 if self
@@ -1017,11 +1069,15 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             && word::state(s) == HALF_OPEN
             && self.config.max_half_open_ns != 0
         {
-            if let Some(expired) = self.half_open_expiry(s, self.clock.now()) {
-                // The episode ran out while this probe was out: it reopens,
-                // and giving the slot back cannot revive the episode.
-                let _ = self.transition(s, word::next(s, OPEN), expired);
-                return;
+            match self.half_open_expiry(s, self.clock.now()) {
+                Expiry::At(expired) => {
+                    // The episode ran out while this probe was out: it
+                    // reopens, and giving the slot back cannot revive it.
+                    let _ = self.transition(s, word::next(s, OPEN), expired);
+                    return;
+                }
+                Expiry::Moved(_) => return,
+                Expiry::Not => {}
             }
         }
         while word::gen(s) == raw.gen && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
@@ -1094,6 +1150,25 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
 /// The classifier of [`CircuitBreaker::call`]: an `Err` is a failure.
 pub type ErrIsFailure<T, E> = fn(&Result<T, E>) -> Outcome;
+
+/// What the stamp says about when a state began.
+#[derive(Debug, Clone, Copy)]
+enum Began {
+    At(Instant),
+    /// The transition into the state has not published its stamp yet.
+    Unpublished,
+    /// The breaker has moved on to this state word.
+    Moved(u32),
+}
+
+/// Whether a half-open episode has run out of time.
+#[derive(Debug, Clone, Copy)]
+enum Expiry {
+    Not,
+    At(Instant),
+    /// The breaker has moved on to this state word.
+    Moved(u32),
+}
 
 fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
     match result {

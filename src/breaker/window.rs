@@ -43,10 +43,14 @@
 //! ring is full), and for metrics.
 //!
 //! A slot claimed but not yet written still holds an older generation's tag
-//! and counts as a plain success for that moment. A writer delayed past a
-//! transition cannot write into the next window: its CAS either sees the
-//! window word's new tag before it writes, or finds the slot already written
-//! by the new window (a different tag) and then sees the new tag. The 6-bit
+//! and counts as a plain success for that moment; its writer counts again
+//! once it has written (after a fence that orders its write before its
+//! reads, against the other writers), so the last of several concurrent
+//! writers sees them all. A window frozen by a transition still takes the
+//! outcomes it had handed slots to. A writer delayed past the install of the
+//! next window cannot write into it: its CAS either sees the window word's
+//! new tag before it writes, or finds the slot already written by the new
+//! window (a different tag) and then sees the new tag. The 6-bit
 //! slot tag could only be confused with a slot written 64 generations
 //! earlier, and only in a slot below the index that its new owner has
 //! claimed but not yet written.
@@ -56,7 +60,7 @@
 //! (kept for metrics: it shows why it opened), so no late outcome of its
 //! generation can land in it.
 
-use crate::sync::{AtomicU32, AtomicU8, Ordering::*};
+use crate::sync::{fence, AtomicU32, AtomicU8, Ordering::*};
 
 const TAG_BITS: u32 = 8;
 const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
@@ -96,13 +100,13 @@ impl Kind {
         }
     }
 
-    #[inline]
-    pub(crate) const fn is_failure(self) -> bool {
+    #[cfg(test)]
+    const fn is_failure(self) -> bool {
         self as u8 & 1 != 0
     }
 
-    #[inline]
-    pub(crate) const fn is_slow(self) -> bool {
+    #[cfg(test)]
+    const fn is_slow(self) -> bool {
         self as u8 & 2 != 0
     }
 }
@@ -255,7 +259,7 @@ impl<const N: usize> Window<N> {
         }
         // 1. Claim the next index; a plain success lengthens the run, any
         // other outcome ends it.
-        let (index, claimed, was_full) = loop {
+        let (index, was_full) = loop {
             if !Self::open_to(w, tag) {
                 if w & TAG_MASK == tag || !current() {
                     // Frozen: the breaker has left this generation.
@@ -281,17 +285,19 @@ impl<const N: usize> Window<N> {
             };
             let claimed = (w & TAG_MASK) | ((next as u32) << IDX_SHIFT) | full | (run << RUN_SHIFT);
             match self.word.compare_exchange_weak(w, claimed, AcqRel, Acquire) {
-                Ok(_) => break (idx, claimed, w & FULL_BIT != 0),
+                Ok(_) => break (idx, w & FULL_BIT != 0),
                 Err(now) => w = now,
             }
         };
 
-        // 2. Write the slot, unless the window has been replaced meanwhile.
+        // 2. Write the slot, unless another window has been installed
+        // meanwhile (a frozen window still takes the outcomes it handed
+        // slots to: they were claimed before it froze).
         let slot = &self.slots[index];
         let new = slot_value(gen, kind);
         let mut old = slot.load(Acquire);
         while old != new {
-            if !Self::open_to(self.word.load(Acquire), tag) {
+            if self.word.load(Acquire) & TAG_MASK != tag {
                 return None;
             }
             match slot.compare_exchange_weak(old, new, AcqRel, Acquire) {
@@ -302,13 +308,23 @@ impl<const N: usize> Window<N> {
 
         // 3. Count, if this outcome could have raised a rate: it added a
         // call to a ring not yet full, or it is a failure or slow call that
-        // replaced something else.
-        let raised = !was_full || (old != new && (kind.is_failure() || kind.is_slow()));
-        Some(if raised {
-            Recorded::Counted(self.count(claimed, window_size))
-        } else {
-            Recorded::Unchanged
-        })
+        // replaced something else. The fence orders this slot write before
+        // the reads of the other slots, against every other counting writer
+        // doing the same: of two writers that fill the window together, at
+        // least one sees both outcomes (otherwise each could count the
+        // other's slot as not yet written, and neither would trip).
+        let raised = !was_full || (old != new && !plain);
+        if !raised {
+            return Some(Recorded::Unchanged);
+        }
+        fence(SeqCst);
+        let now = self.word.load(Acquire);
+        if now & TAG_MASK != tag {
+            // Landed before another window was installed: recorded, and the
+            // breaker has moved on, so there is nothing to evaluate.
+            return Some(Recorded::Unchanged);
+        }
+        Some(Recorded::Counted(self.count(now, window_size)))
     }
 }
 
