@@ -522,6 +522,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// permit.success();
     /// assert_eq!(b.metrics().calls, 1);
     /// ```
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<CallPermit<'_, C, N, H>, Rejection> {
         self.acquire_raw()
             .map(|raw| CallPermit { breaker: self, raw })
@@ -857,7 +858,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     }
 
     /// The start of a call's duration, if slow-call detection is on.
-    #[inline]
+    #[inline(always)]
     fn start(&self) -> Instant {
         if self.config.slow_ns != 0 {
             self.clock.now()
@@ -866,21 +867,35 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         }
     }
 
+    /// Admits a call: the closed state inline, everything else out of line.
+    #[inline(always)]
     fn acquire_raw(&self) -> Result<Raw, Rejection> {
-        let mut s = self.state.load(Acquire);
+        let s = self.state.load(Acquire);
+        if word::state(s) == CLOSED {
+            return Ok(Raw {
+                gen: word::gen(s),
+                probe: 0,
+                start: self.start(),
+            });
+        }
+        self.acquire_slow(s)
+    }
+
+    #[inline(never)]
+    fn acquire_slow(&self, mut s: u32) -> Result<Raw, Rejection> {
         loop {
             match word::state(s) {
                 CLOSED => {
                     return Ok(Raw {
                         gen: word::gen(s),
-                        probe: false,
+                        probe: 0,
                         start: self.start(),
                     })
                 }
                 DISABLED => {
                     return Ok(Raw {
                         gen: word::gen(s),
-                        probe: false,
+                        probe: 0,
                         start: Instant::from_nanos(0),
                     })
                 }
@@ -914,7 +929,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                         Ok(()) => {
                             return Ok(Raw {
                                 gen: word::gen(probing),
-                                probe: true,
+                                probe: 1,
                                 start: if self.config.slow_ns != 0 {
                                     now
                                 } else {
@@ -960,7 +975,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                             }
                             return Ok(Raw {
                                 gen: word::gen(s),
-                                probe: true,
+                                probe: 1,
                                 start,
                             });
                         }
@@ -972,12 +987,28 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         }
     }
 
-    /// Records the outcome of a permit.
+    /// Records the outcome of a permit: a plain success into a closed
+    /// breaker's healthy window inline (it changes nothing), everything else
+    /// out of line.
+    #[inline(always)]
     fn record(&self, raw: Raw, failed: bool) {
         let slow = self.config.slow_ns != 0
             && self.clock.now().saturating_duration_since(raw.start)
                 > Duration::from_nanos(self.config.slow_ns);
-        let kind = Kind::new(failed, slow);
+        if !failed
+            && !slow
+            && self.state.load(Acquire) == word::make(CLOSED, raw.gen)
+            && self
+                .window
+                .takes_plain_success_as_is(raw.gen, self.config.window_size as usize)
+        {
+            return;
+        }
+        self.record_slow(raw, Kind::new(failed, slow), failed, slow);
+    }
+
+    #[inline(never)]
+    fn record_slow(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) {
         let window_size = self.config.window_size as usize;
         let mut s = self.state.load(Acquire);
         if word::gen(s) != raw.gen {
@@ -1061,7 +1092,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
     /// Gives back the half-open slot of a probe that brought no outcome.
     fn release(&self, raw: Raw) {
-        if !raw.probe {
+        if raw.probe == 0 {
             return;
         }
         let mut s = self.state.load(Acquire);
@@ -1244,6 +1275,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     /// b.try_acquire().unwrap().success();
     /// assert_eq!(b.metrics().calls, 1);
     /// ```
+    #[inline(always)]
     pub fn success(self) {
         self.record(Outcome::Success)
     }
@@ -1259,6 +1291,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     /// b.try_acquire().unwrap().failure();
     /// assert_eq!(b.metrics().failed_calls, 1);
     /// ```
+    #[inline(always)]
     pub fn failure(self) {
         self.record(Outcome::Failure)
     }
@@ -1292,6 +1325,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     /// permit.record(if status >= 500 { Outcome::Failure } else { Outcome::Success });
     /// assert_eq!(b.metrics().failed_calls, 1);
     /// ```
+    #[inline(always)]
     pub fn record(self, outcome: Outcome) {
         let this = ManuallyDrop::new(self);
         finish(this.breaker, this.raw, outcome);
@@ -1308,7 +1342,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     /// assert!(!b.try_acquire().unwrap().is_probe());
     /// ```
     pub fn is_probe(&self) -> bool {
-        self.raw.probe
+        self.raw.probe != 0
     }
 
     /// The breaker this permit belongs to.
@@ -1327,6 +1361,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     }
 }
 
+#[inline(always)]
 fn finish<C: Clock, const N: usize, H: OnTransition>(
     breaker: &CircuitBreaker<C, N, H>,
     raw: Raw,
@@ -1361,7 +1396,7 @@ impl<C: Clock, const N: usize, H: OnTransition> fmt::Debug for CallPermit<'_, C,
         f.debug_struct("CallPermit")
             .field("breaker", &self.breaker.name)
             .field("generation", &self.raw.gen)
-            .field("probe", &self.raw.probe)
+            .field("probe", &(self.raw.probe != 0))
             .finish()
     }
 }
@@ -1372,11 +1407,17 @@ mod sealed {
     /// What a permit needs to know: its generation, whether it is a
     /// half-open probe, and when the call began (when slow-call detection is
     /// on).
+    ///
+    /// `probe` is 0 or 1 in a `u32` rather than a `bool`: with no padding
+    /// bytes in the struct, the permit moves in whole words (a `bool` left
+    /// three padding bytes that the optimiser copied piecemeal, and the
+    /// wide reload that followed stalled on store forwarding: a third of a
+    /// closed-state call).
     #[derive(Debug, Clone, Copy)]
     pub struct Raw {
-        pub(crate) gen: u32,
-        pub(crate) probe: bool,
         pub(crate) start: Instant,
+        pub(crate) gen: u32,
+        pub(crate) probe: u32,
     }
 
     /// What [`Call`](super::Call) needs from a breaker, so that the future

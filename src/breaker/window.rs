@@ -235,6 +235,15 @@ impl<const N: usize> Window<N> {
         w & (TAG_MASK | FROZEN_BIT) == tag
     }
 
+    /// Whether a plain success of generation `gen` would change nothing: the
+    /// window is that generation's, open, full, and holds nothing but plain
+    /// successes. One load; the hot path of a healthy closed breaker.
+    #[inline(always)]
+    pub(crate) fn takes_plain_success_as_is(&self, gen: u32, window_size: usize) -> bool {
+        let w = self.word.load(Acquire);
+        Self::open_to(w, tag_of(gen)) && Self::all_plain(w, window_size)
+    }
+
     /// Records `kind` for generation `gen`. Returns the counts after it when
     /// they may have raised a rate, `Some` with unchanged counts otherwise
     /// (without counting), or `None` when the window no longer belongs to
