@@ -140,6 +140,7 @@ mod sync;
 pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
+pub mod deadline;
 
 pub use breaker::{
     BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
@@ -157,4 +158,5 @@ pub mod futures {
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
+    pub use crate::deadline::Timeout;
 }
