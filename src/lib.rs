@@ -141,6 +141,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod policy;
 
 pub use breaker::{
     BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
@@ -149,6 +150,7 @@ pub use breaker::{
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
+pub use policy::{Policy, PolicyConfig};
 
 /// The named futures returned by this crate's async methods, for storing them
 /// in structs or naming them in trait impls.

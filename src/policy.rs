@@ -1,0 +1,652 @@
+//! One policy per external system: bulkhead, breaker and deadline in one call.
+//!
+//! The seeds put three layers around every outbound call, in this order:
+//! the **bulkhead** outside (how many calls to this system at once; wait for
+//! a slot only briefly), the **circuit breaker** inside it (do not call a
+//! system that is clearly failing), the **deadline** innermost (how long this
+//! one call may take, and no longer than the caller's request budget). Each
+//! external system gets its own set, named after it, so one slow system
+//! cannot drain the others, and every refusal comes back as one
+//! "system unavailable" [`Error`] that the caller maps to a 503 with
+//! `Retry-After`, a cached answer or a fallback.
+//!
+//! # Why "policy"
+//!
+//! It is the name users of Polly and resilience4j look for, and what DESIGN.md
+//! calls it; one [`Policy`] per system (`"payments"`, `"inventory"`), never
+//! one shared by all.
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+
+use crate::breaker::{BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection};
+use crate::bulkhead::{AcquireError, Bulkhead};
+use crate::clock::{Clock, Instant, Timer};
+use crate::deadline::{timeout_at, Deadline};
+
+/// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
+/// a bulkhead is a fail-fast limit, not a queue (seeds 000/001: "≤ 100 ms,
+/// never more than 1 s").
+pub const LONGEST_USUAL_MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// How one system is guarded: slots, slot wait, call timeout, breaker.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::BreakerConfig;
+/// use watertight::policy::PolicyConfig;
+///
+/// // An HTTP client pool of 10 connections: 8 calls at once (seed 001's × 0.8).
+/// let payments = PolicyConfig::for_pool(10)
+///     .max_wait(Duration::from_millis(100))
+///     .call_timeout(Duration::from_secs(5))
+///     .breaker(BreakerConfig::CRITICAL)
+///     .build()
+///     .unwrap();
+/// assert_eq!(payments.max_concurrent(), 8);
+///
+/// let err = PolicyConfig::builder(4).max_wait(Duration::from_secs(3)).build().unwrap_err();
+/// assert_eq!(err.field(), "max_wait");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyConfig {
+    max_concurrent: usize,
+    max_wait: Duration,
+    call_timeout: Duration,
+    breaker: BreakerConfig,
+}
+
+impl PolicyConfig {
+    /// A builder for `max_concurrent` calls at once, with a 100 ms slot wait,
+    /// a 30 s call timeout (seed 002's read timeout) and the breaker's
+    /// defaults.
+    pub const fn builder(max_concurrent: usize) -> PolicyConfigBuilder {
+        PolicyConfigBuilder {
+            max_concurrent,
+            max_wait: Duration::from_millis(100),
+            call_timeout: Duration::from_secs(30),
+            breaker: BreakerConfig::DEFAULT,
+            allow_long_max_wait: false,
+        }
+    }
+
+    /// A builder sized from the connection pool in front of the system:
+    /// `max_concurrent = pool_size × 0.8` rounded down, at least 1 (seeds
+    /// 000/001: leave a fifth of the pool for health checks and retries, so
+    /// the bulkhead, not the pool, is what refuses).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    /// assert_eq!(PolicyConfig::for_pool(10).build().unwrap().max_concurrent(), 8);
+    /// assert_eq!(PolicyConfig::for_pool(1).build().unwrap().max_concurrent(), 1);
+    /// ```
+    pub const fn for_pool(pool_size: usize) -> PolicyConfigBuilder {
+        let n = pool_size / 5 * 4 + pool_size % 5 * 4 / 5;
+        PolicyConfig::builder(if n == 0 { 1 } else { n })
+    }
+
+    /// Calls allowed at once.
+    pub const fn max_concurrent(&self) -> usize {
+        self.max_concurrent
+    }
+
+    /// The longest a call waits for a slot.
+    pub const fn max_wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    /// The longest one call may run.
+    pub const fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// The breaker's config.
+    pub const fn breaker(&self) -> &BreakerConfig {
+        &self.breaker
+    }
+}
+
+/// Builds a [`PolicyConfig`]; [`build`](Self::build) checks every setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PolicyConfigBuilder {
+    max_concurrent: usize,
+    max_wait: Duration,
+    call_timeout: Duration,
+    breaker: BreakerConfig,
+    allow_long_max_wait: bool,
+}
+
+impl PolicyConfigBuilder {
+    /// The longest a call waits for a slot (default 100 ms; zero fails at
+    /// once when all slots are taken). Above 1 s is refused unless
+    /// [`allow_long_max_wait`](Self::allow_long_max_wait) is called.
+    pub const fn max_wait(mut self, d: Duration) -> Self {
+        self.max_wait = d;
+        self
+    }
+
+    /// Accepts a slot wait above 1 s: you mean a queue, and know it.
+    pub const fn allow_long_max_wait(mut self) -> Self {
+        self.allow_long_max_wait = true;
+        self
+    }
+
+    /// The longest one call may run (default 30 s). A call that runs out
+    /// counts as a failure for the breaker.
+    pub const fn call_timeout(mut self, d: Duration) -> Self {
+        self.call_timeout = d;
+        self
+    }
+
+    /// The breaker's config (default [`BreakerConfig::DEFAULT`]).
+    pub const fn breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyConfigError`] naming the field: `max_concurrent` zero or
+    /// above [`Bulkhead::MAX_PERMITS`]; `max_wait` above 1 s without
+    /// [`allow_long_max_wait`](Self::allow_long_max_wait), or above zero
+    /// without the `alloc` feature (waiting for a slot needs it);
+    /// `call_timeout` zero.
+    pub const fn build(self) -> Result<PolicyConfig, PolicyConfigError> {
+        if self.max_concurrent == 0 {
+            return Err(PolicyConfigError::MaxConcurrentZero);
+        }
+        if self.max_concurrent > Bulkhead::<()>::MAX_PERMITS {
+            return Err(PolicyConfigError::MaxConcurrentTooLarge {
+                max: Bulkhead::<()>::MAX_PERMITS,
+            });
+        }
+        if !self.allow_long_max_wait && self.max_wait.as_nanos() > LONGEST_USUAL_MAX_WAIT.as_nanos()
+        {
+            return Err(PolicyConfigError::MaxWaitTooLong {
+                max_wait: self.max_wait,
+            });
+        }
+        if cfg!(not(feature = "alloc")) && !self.max_wait.is_zero() {
+            return Err(PolicyConfigError::MaxWaitNeedsAlloc);
+        }
+        if self.call_timeout.is_zero() {
+            return Err(PolicyConfigError::CallTimeoutZero);
+        }
+        Ok(PolicyConfig {
+            max_concurrent: self.max_concurrent,
+            max_wait: self.max_wait,
+            call_timeout: self.call_timeout,
+            breaker: self.breaker,
+        })
+    }
+}
+
+/// A policy setting that cannot work, naming the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyConfigError {
+    /// `max_concurrent` is zero.
+    MaxConcurrentZero,
+    /// `max_concurrent` is above what a bulkhead holds.
+    MaxConcurrentTooLarge {
+        /// [`Bulkhead::MAX_PERMITS`].
+        max: usize,
+    },
+    /// `max_wait` is above 1 s: a bulkhead that long is a queue. Call
+    /// [`PolicyConfigBuilder::allow_long_max_wait`] if that is meant.
+    MaxWaitTooLong {
+        /// The wait asked for.
+        max_wait: Duration,
+    },
+    /// `max_wait` is above zero but the `alloc` feature, which waiting for a
+    /// slot needs, is off.
+    MaxWaitNeedsAlloc,
+    /// `call_timeout` is zero.
+    CallTimeoutZero,
+    /// The breaker's config does not fit the policy's window capacity `N`.
+    Breaker(BreakerConfigError),
+}
+
+impl PolicyConfigError {
+    /// The setting at fault, as the builder spells it.
+    pub const fn field(&self) -> &'static str {
+        match self {
+            PolicyConfigError::MaxConcurrentZero
+            | PolicyConfigError::MaxConcurrentTooLarge { .. } => "max_concurrent",
+            PolicyConfigError::MaxWaitTooLong { .. } | PolicyConfigError::MaxWaitNeedsAlloc => {
+                "max_wait"
+            }
+            PolicyConfigError::CallTimeoutZero => "call_timeout",
+            PolicyConfigError::Breaker(e) => e.field(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyConfigError::MaxConcurrentZero => f.write_str("max_concurrent must not be zero"),
+            PolicyConfigError::MaxConcurrentTooLarge { max } => {
+                write!(f, "max_concurrent must be at most {max}")
+            }
+            PolicyConfigError::MaxWaitTooLong { max_wait } => write!(
+                f,
+                "max_wait of {max_wait:?} is above 1 s: a bulkhead should fail fast, not queue \
+                 (call allow_long_max_wait() if a queue is meant)"
+            ),
+            PolicyConfigError::MaxWaitNeedsAlloc => {
+                f.write_str("max_wait above zero needs the `alloc` feature")
+            }
+            PolicyConfigError::CallTimeoutZero => f.write_str("call_timeout must not be zero"),
+            PolicyConfigError::Breaker(e) => write!(f, "breaker: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for PolicyConfigError {}
+
+/// Why a call made through a [`Policy`] did not return the system's answer.
+///
+/// Every variant but [`Call`](ErrorKind::Call) means "system unavailable":
+/// see [`Error::is_unavailable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind<E> {
+    /// All slots were taken and none came free within the slot wait (or the
+    /// request budget). The breaker was not asked and records nothing.
+    BulkheadFull,
+    /// The bulkhead was closed.
+    BulkheadClosed,
+    /// The breaker refused: the system is failing. Its slot was given back
+    /// at once.
+    CircuitOpen(Rejection),
+    /// The call ran out of time (the call timeout, or what was left of the
+    /// request budget), or the budget had run out before it could start.
+    DeadlineExceeded,
+    /// The call ran and returned this error.
+    Call(E),
+}
+
+/// The error of [`Policy::call`]: which layer refused, or the call's own
+/// error, with the system's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Error<E> {
+    system: &'static str,
+    kind: ErrorKind<E>,
+}
+
+impl<E> Error<E> {
+    /// The system's name (the policy's).
+    pub const fn system(&self) -> &'static str {
+        self.system
+    }
+
+    /// What happened.
+    pub const fn kind(&self) -> &ErrorKind<E> {
+        &self.kind
+    }
+
+    /// Whether a layer refused or the time ran out: the caller should answer
+    /// "system unavailable" (a 503, a cached answer, a fallback). False only
+    /// for the call's own error.
+    pub const fn is_unavailable(&self) -> bool {
+        !matches!(self.kind, ErrorKind::Call(_))
+    }
+
+    /// How long until the breaker lets a probe through, when it refused
+    /// because it is open: a server's `Retry-After`.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        match &self.kind {
+            ErrorKind::CircuitOpen(r) => r.retry_after(),
+            _ => None,
+        }
+    }
+
+    /// The call's own error, if it ran and failed.
+    pub fn into_inner(self) -> Option<E> {
+        match self.kind {
+            ErrorKind::Call(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
+        Error { system, kind }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let system = self.system;
+        match &self.kind {
+            ErrorKind::BulkheadFull => write!(f, "{system} unavailable: bulkhead full"),
+            ErrorKind::BulkheadClosed => write!(f, "{system} unavailable: bulkhead closed"),
+            ErrorKind::CircuitOpen(r) => write!(f, "{system} unavailable: {r}"),
+            ErrorKind::DeadlineExceeded => write!(f, "{system} unavailable: deadline exceeded"),
+            ErrorKind::Call(e) => write!(f, "{system}: {e}"),
+        }
+    }
+}
+
+impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::CircuitOpen(r) => Some(r),
+            ErrorKind::Call(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Bulkhead, breaker and deadline for one external system, in the seeds'
+/// order: bulkhead outside, breaker inside, deadline innermost.
+///
+/// [`call`](Self::call) runs a call through the three:
+///
+/// 1. wait for a bulkhead slot for at most `max_wait` — or what is left of
+///    the request budget, if less. No slot: [`ErrorKind::BulkheadFull`]; the
+///    breaker is not asked and records nothing.
+/// 2. ask the breaker. Refused: [`ErrorKind::CircuitOpen`] with its
+///    `retry_after`; the slot is given back at once.
+/// 3. run the call for at most `call_timeout` — or what is left of the
+///    budget, if less. Its result is classified and recorded by the breaker.
+///    Running out of `call_timeout` is a failure for the breaker; running out
+///    of the caller's budget first is recorded as nothing (the system did
+///    not exceed its own timeout: the caller ran out of time), and a budget
+///    already spent when the slot is granted does not start the call.
+///
+/// Both layers are released when the call ends, however it ends: dropping
+/// the future at any await point gives the slot back and frees a half-open
+/// probe slot.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::deadline::Deadline;
+/// use watertight::policy::{Policy, PolicyConfig};
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let config = PolicyConfig::for_pool(10).call_timeout(Duration::from_secs(2)).build().unwrap();
+/// let inventory: Policy<_> = Policy::new("inventory", config, &clock).unwrap();
+///
+/// // The request has 1.5 s in all; the call gets no more than that.
+/// let request = Deadline::after(&clock, Duration::from_millis(1500));
+/// let stock = inventory.call_within(&request, || async { Ok::<u32, ()>(12) }).await;
+/// assert_eq!(stock, Ok(12));
+/// # });
+/// ```
+pub struct Policy<C, const N: usize = 64> {
+    bulkhead: Bulkhead<C>,
+    breaker: CircuitBreaker<C, N>,
+    clock: C,
+    max_wait: Duration,
+    call_timeout: Duration,
+}
+
+impl<C: Clone, const N: usize> Policy<C, N> {
+    /// The policy for system `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyConfigError::Breaker`] if the breaker's window does not fit
+    /// in `N`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::BreakerConfig;
+    ///
+    /// let clock = ManualClock::new();
+    /// let small = BreakerConfig::builder().window_size(16).build().unwrap();
+    /// let config = PolicyConfig::builder(4).breaker(small).build().unwrap();
+    /// let p: Policy<_, 16> = Policy::new("x", config, &clock).unwrap();
+    /// assert_eq!(p.name(), "x");
+    ///
+    /// // The default window of 50 does not fit in 16.
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let err = Policy::<_, 16>::new("x", config, &clock).unwrap_err();
+    /// assert_eq!(err.field(), "window_size");
+    /// ```
+    pub fn new(
+        name: &'static str,
+        config: PolicyConfig,
+        clock: C,
+    ) -> Result<Self, PolicyConfigError> {
+        let breaker = CircuitBreaker::try_new(name, config.breaker, clock.clone())
+            .map_err(PolicyConfigError::Breaker)?;
+        let bulkhead =
+            Bulkhead::try_new(name, config.max_concurrent, clock.clone()).map_err(|_| {
+                PolicyConfigError::MaxConcurrentTooLarge {
+                    max: Bulkhead::<()>::MAX_PERMITS,
+                }
+            })?;
+        Ok(Policy {
+            bulkhead,
+            breaker,
+            clock,
+            max_wait: config.max_wait,
+            call_timeout: config.call_timeout,
+        })
+    }
+}
+
+impl<C, const N: usize> Policy<C, N> {
+    /// The system's name.
+    pub fn name(&self) -> &'static str {
+        self.bulkhead.name()
+    }
+
+    /// The bulkhead, for its metrics or to resize or close it.
+    pub fn bulkhead(&self) -> &Bulkhead<C> {
+        &self.bulkhead
+    }
+
+    /// The breaker, for its state and metrics, or an operator's switch.
+    pub fn breaker(&self) -> &CircuitBreaker<C, N> {
+        &self.breaker
+    }
+}
+
+impl<C: Timer + Clone, const N: usize> Policy<C, N> {
+    /// Runs the call `make()` through the three layers (see the type docs):
+    /// an `Err` is a failure for the breaker, an `Ok` a success.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] saying which layer refused, that time ran out, or
+    /// carrying the call's own error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point gives the bulkhead slot back, frees
+    /// a half-open probe slot, drops the call and records nothing.
+    pub async fn call<F, Fut, T, E>(&self, make: F) -> Result<T, Error<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run(None, make, err_is_failure).await
+    }
+
+    /// Like [`call`](Self::call), with a classifier that says which results
+    /// are failures (an HTTP 404 is an answer, a 503 a failure).
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    pub async fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> Result<T, Error<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        self.run(None, make, classify).await
+    }
+
+    /// Like [`call`](Self::call), inside the caller's request budget: the
+    /// slot wait and the call timeout are each the smaller of their own
+    /// setting and what remains of `budget`.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    pub async fn call_within<D: Clock, F, Fut, T, E>(
+        &self,
+        budget: &Deadline<D>,
+        make: F,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run(Some(budget.instant()), make, err_is_failure).await
+    }
+
+    /// [`call_within`](Self::call_within) with a classifier.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    pub async fn call_within_with<D: Clock, F, Fut, T, E, K>(
+        &self,
+        budget: &Deadline<D>,
+        make: F,
+        classify: K,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        self.run(Some(budget.instant()), make, classify).await
+    }
+
+    async fn run<F, Fut, T, E, K>(
+        &self,
+        budget: Option<Instant>,
+        make: F,
+        classify: K,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        let name = self.name();
+        let fail = |kind| Err(Error::new(name, kind));
+
+        // 1. Bulkhead, outside: a slot within the wait, or what is left of
+        // the budget if less.
+        let now = self.clock.now();
+        let wait = match budget {
+            Some(end) => self.max_wait.min(end.saturating_duration_since(now)),
+            None => self.max_wait,
+        };
+        let slot = if wait.is_zero() {
+            self.bulkhead.try_acquire()
+        } else {
+            self.wait_for_slot(wait).await
+        };
+        let _slot = match slot {
+            Ok(slot) => slot,
+            Err(AcquireError::Closed) => return fail(ErrorKind::BulkheadClosed),
+            Err(_) => return fail(ErrorKind::BulkheadFull),
+        };
+
+        // 2. Breaker, inside: a refusal gives the slot back at once (`_slot`
+        // drops on return).
+        let permit = match self.breaker.try_acquire() {
+            Ok(permit) => permit,
+            Err(why) => return fail(ErrorKind::CircuitOpen(why)),
+        };
+
+        // 3. Deadline, innermost: the call timeout, or what is left of the
+        // budget if less.
+        let now = self.clock.now();
+        let (limit, by_budget) = match budget {
+            Some(end) => {
+                let left = end.saturating_duration_since(now);
+                if left.is_zero() {
+                    // Spent before the call could start: the system did
+                    // nothing wrong, so nothing is recorded.
+                    permit.ignore();
+                    return fail(ErrorKind::DeadlineExceeded);
+                }
+                if left < self.call_timeout {
+                    (left, true)
+                } else {
+                    (self.call_timeout, false)
+                }
+            }
+            None => (self.call_timeout, false),
+        };
+        match timeout_at(self.clock.clone(), now.saturating_add(limit), make()).await {
+            Ok(result) => {
+                permit.record(classify(&result));
+                result.map_err(|e| Error::new(name, ErrorKind::Call(e)))
+            }
+            Err(_) => {
+                if by_budget {
+                    permit.ignore();
+                } else {
+                    permit.failure();
+                }
+                fail(ErrorKind::DeadlineExceeded)
+            }
+        }
+    }
+
+    #[cfg(feature = "alloc")]
+    async fn wait_for_slot(&self, wait: Duration) -> Result<crate::Permit<'_, C>, AcquireError> {
+        self.bulkhead.acquire_timeout(wait).await
+    }
+
+    #[cfg(not(feature = "alloc"))]
+    async fn wait_for_slot(&self, _wait: Duration) -> Result<crate::Permit<'_, C>, AcquireError> {
+        // `PolicyConfig::build` refuses a wait without `alloc`.
+        self.bulkhead.try_acquire()
+    }
+}
+
+fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Success,
+        Err(_) => Outcome::Failure,
+    }
+}
+
+impl<C, const N: usize> fmt::Debug for Policy<C, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name())
+            .field("bulkhead", &self.bulkhead)
+            .field("breaker", &self.breaker)
+            .field("max_wait", &self.max_wait)
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
