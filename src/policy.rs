@@ -285,11 +285,37 @@ pub struct Error<E> {
 
 impl<E> Error<E> {
     /// The system's name (the policy's).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
+    /// let _busy = p.bulkhead().try_acquire().unwrap();
+    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert_eq!(err.system(), "stock");
+    /// # });
+    /// ```
     pub const fn system(&self) -> &'static str {
         self.system
     }
 
     /// What happened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
+    /// let _busy = p.bulkhead().try_acquire().unwrap();
+    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert_eq!(*err.kind(), watertight::policy::ErrorKind::BulkheadFull);
+    /// # });
+    /// ```
     pub const fn kind(&self) -> &ErrorKind<E> {
         &self.kind
     }
@@ -297,12 +323,38 @@ impl<E> Error<E> {
     /// Whether a layer refused or the time ran out: the caller should answer
     /// "system unavailable" (a 503, a cached answer, a fallback). False only
     /// for the call's own error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
+    /// let _busy = p.bulkhead().try_acquire().unwrap();
+    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert!(err.is_unavailable());
+    /// # });
+    /// ```
     pub const fn is_unavailable(&self) -> bool {
         !matches!(self.kind, ErrorKind::Call(_))
     }
 
     /// How long until the breaker lets a probe through, when it refused
     /// because it is open: a server's `Retry-After`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
+    /// let _busy = p.bulkhead().try_acquire().unwrap();
+    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert_eq!(err.retry_after(), None); // only an open breaker gives one
+    /// # });
+    /// ```
     pub const fn retry_after(&self) -> Option<Duration> {
         match &self.kind {
             ErrorKind::CircuitOpen(r) => r.retry_after(),
@@ -311,6 +363,19 @@ impl<E> Error<E> {
     }
 
     /// The call's own error, if it ran and failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
+    /// let _busy = p.bulkhead().try_acquire().unwrap();
+    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert_eq!(err.into_inner(), None);
+    /// # });
+    /// ```
     pub fn into_inner(self) -> Option<E> {
         match self.kind {
             ErrorKind::Call(e) => Some(e),
@@ -381,7 +446,7 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// let inventory: Policy<_> = Policy::new("inventory", config, &clock).unwrap();
 ///
 /// // The request has 1.5 s in all; the call gets no more than that.
-/// let request = Deadline::after(&clock, Duration::from_millis(1500));
+/// let request = Deadline::after(&clock, core::time::Duration::from_millis(1500));
 /// let stock = inventory.call_within(&request, || async { Ok::<u32, ()>(12) }).await;
 /// assert_eq!(stock, Ok(12));
 /// # });
@@ -444,16 +509,46 @@ impl<C: Clone, const N: usize> Policy<C, N> {
 
 impl<C, const N: usize> Policy<C, N> {
     /// The system's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.name(), "payments");
+    /// ```
     pub fn name(&self) -> &'static str {
         self.bulkhead.name()
     }
 
     /// The bulkhead, for its metrics or to resize or close it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.bulkhead().capacity(), 4);
+    /// ```
     pub fn bulkhead(&self) -> &Bulkhead<C> {
         &self.bulkhead
     }
 
     /// The breaker, for its state and metrics, or an operator's switch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.breaker().state(), watertight::breaker::State::Closed);
+    /// ```
     pub fn breaker(&self) -> &CircuitBreaker<C, N> {
         &self.breaker
     }
@@ -472,6 +567,21 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     ///
     /// Dropping the future at any point gives the bulkhead slot back, frees
     /// a half-open probe slot, drops the call and records nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// # futures_lite::future::block_on(async {
+    /// assert_eq!(p.call(|| async { Ok::<_, ()>("paid") }).await, Ok("paid"));
+    /// let err = p.call(|| async { Err::<(), _>("declined") }).await.unwrap_err();
+    /// assert!(!err.is_unavailable());
+    /// assert_eq!(err.into_inner(), Some("declined"));
+    /// # });
+    /// ```
     pub async fn call<F, Fut, T, E>(&self, make: F) -> Result<T, Error<E>>
     where
         F: FnOnce() -> Fut,
@@ -490,6 +600,26 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// # Cancel safety
     ///
     /// As [`call`](Self::call).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// use watertight::Outcome;
+    /// # futures_lite::future::block_on(async {
+    /// let status = p
+    ///     .call_with(|| async { Ok::<u16, ()>(503) }, |r| match r {
+    ///         Ok(s) if *s < 500 => Outcome::Success,
+    ///         _ => Outcome::Failure,
+    ///     })
+    ///     .await;
+    /// assert_eq!(status, Ok(503));
+    /// assert_eq!(p.breaker().metrics().failed_calls, 1);
+    /// # });
+    /// ```
     pub async fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> Result<T, Error<E>>
     where
         F: FnOnce() -> Fut,
@@ -510,6 +640,20 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// # Cancel safety
     ///
     /// As [`call`](Self::call).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// use watertight::deadline::Deadline;
+    /// # futures_lite::future::block_on(async {
+    /// let request = Deadline::after(&clock, core::time::Duration::from_millis(1500));
+    /// assert_eq!(p.call_within(&request, || async { Ok::<_, ()>(1) }).await, Ok(1));
+    /// # });
+    /// ```
     pub async fn call_within<D: Clock, F, Fut, T, E>(
         &self,
         budget: &Deadline<D>,
@@ -531,6 +675,21 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// # Cancel safety
     ///
     /// As [`call`](Self::call).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// use watertight::{deadline::Deadline, Outcome};
+    /// # futures_lite::future::block_on(async {
+    /// let request = Deadline::after(&clock, core::time::Duration::from_millis(1500));
+    /// let r = p.call_within_with(&request, || async { Ok::<u16, ()>(404) }, |_| Outcome::Success).await;
+    /// assert_eq!(r, Ok(404));
+    /// # });
+    /// ```
     pub async fn call_within_with<D: Clock, F, Fut, T, E, K>(
         &self,
         budget: &Deadline<D>,
