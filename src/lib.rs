@@ -12,8 +12,11 @@
 //!   in a ring of atomics, failure-rate and slow-call thresholds, an open
 //!   wait, and capped half-open probes.
 //!
-//! Deadlines and a per-system policy that runs a call through all three
-//! follow.
+//! - [`deadline`]: a timeout per call ([`deadline::timeout`]) and a request
+//!   budget ([`deadline::Deadline`]) handed down the call chain;
+//! - the [`Policy`]: one per external system, running a call through the
+//!   bulkhead, the breaker and a deadline in that order, with one "system
+//!   unavailable" error for every refusal.
 //!
 //! # When to use it, and when not
 //!
