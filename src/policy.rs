@@ -22,7 +22,7 @@ use core::time::Duration;
 
 use crate::breaker::{BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection};
 use crate::bulkhead::{AcquireError, Bulkhead};
-use crate::clock::{Clock, Instant, Timer};
+use crate::clock::{Instant, Timer};
 use crate::deadline::{timeout_at, Deadline};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
@@ -631,7 +631,8 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
 
     /// Like [`call`](Self::call), inside the caller's request budget: the
     /// slot wait and the call timeout are each the smaller of their own
-    /// setting and what remains of `budget`.
+    /// setting and what remains of `budget`. The budget is on the policy's
+    /// own clock type, so an instant of another clock cannot be misread.
     ///
     /// # Errors
     ///
@@ -654,9 +655,9 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(p.call_within(&request, || async { Ok::<_, ()>(1) }).await, Ok(1));
     /// # });
     /// ```
-    pub async fn call_within<D: Clock, F, Fut, T, E>(
+    pub async fn call_within<F, Fut, T, E>(
         &self,
-        budget: &Deadline<D>,
+        budget: &Deadline<C>,
         make: F,
     ) -> Result<T, Error<E>>
     where
@@ -690,9 +691,9 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(r, Ok(404));
     /// # });
     /// ```
-    pub async fn call_within_with<D: Clock, F, Fut, T, E, K>(
+    pub async fn call_within_with<F, Fut, T, E, K>(
         &self,
-        budget: &Deadline<D>,
+        budget: &Deadline<C>,
         make: F,
         classify: K,
     ) -> Result<T, Error<E>>
