@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown tables for the README from `cargo bench --bench bulkhead` and
-`cargo bench --bench breaker`.
+"""Markdown tables for the README from `cargo bench --bench bulkhead`,
+`cargo bench --bench breaker` and `cargo bench --bench policy --features tokio`.
 
 Reads criterion's `<criterion dir>/**/new/estimates.json` (the median of each
 benchmark) with the `benchmark.json` beside it (group and function names),
@@ -18,10 +18,15 @@ benches have results there:
 - breaker: ns per closed-state call for watertight, recloser and failsafe
   (default policy; consecutive failures only), each peer's ratio to
   watertight, per case (sync, async, slow-call timing on, 2 threads); the
-  clock reads measured in the same run; the sizes.
+  clock reads measured in the same run; the sizes;
+- policy: ns per policy call with nothing failing for watertight and the
+  peers' stack (tokio `Semaphore` + failsafe + `tokio::time::timeout`), the
+  peers' ratio to watertight, with and without a request budget; then the
+  parts measured in the same run (each layer alone, the clock reads, our
+  layers with no clock read).
 
 Usage: python3 scripts/bench_table.py [CRITERION_DIR] [--baseline NAME] [--all]
-                                      [--only bulkhead|breaker]
+                                      [--only bulkhead|breaker|policy]
 
 CRITERION_DIR defaults to $CRITERION_HOME, else $CARGO_TARGET_DIR/criterion,
 else target/criterion of this repository. --baseline reads
@@ -85,6 +90,34 @@ BREAKER_ROWS = [
     ),
 ]
 SLOW_GROUP = "breaker/slow-timing/sync"
+
+# Policy: (group, row title); the peers' stack is one function, `tokio+failsafe`.
+POLICY_PEER = "tokio+failsafe"
+POLICY_ROWS = [
+    (
+        "policy/call",
+        "`call(\\|\\| async { Ok(()) })`; peers `sem.acquire()`, "
+        "`breaker.call(timeout(30 s, async { Ok(()) }))`",
+    ),
+    (
+        "policy/call_within",
+        "the same in a 1.5 s request budget made per call: ours `call_within(&Deadline::after(..))`, "
+        "peers inside an outer `timeout(1.5 s, ..)`",
+    ),
+]
+POLICY_PARTS_GROUP = "policy/parts"
+# (function, what) in the order shown.
+POLICY_PARTS = [
+    ("watertight-floor", "ours: free slot + breaker permit + call + record, no clock read, no sleep"),
+    ("watertight-acquire_timeout", "ours: free `Bulkhead::acquire_timeout(100 ms)` + drop"),
+    ("tokio-acquire", "tokio: free `Semaphore::acquire()` + drop"),
+    ("watertight-breaker", "ours: closed `CircuitBreaker::call(ready)`"),
+    ("failsafe-breaker", "failsafe: default breaker's `call(ready)`"),
+    ("watertight-timeout", "ours: `timeout(TokioClock, 30 s, ready)`"),
+    ("tokio-timeout", "tokio: `tokio::time::timeout(30 s, ready)`"),
+    ("Instant::now", "`std::time::Instant::now()`"),
+    ("TokioClock::now", "`TokioClock::now()` (tokio's `Instant::now()`)"),
+]
 
 CONTENDED = re.compile(r"^contended/(?P<hold>[^/]+)/M=(?P<m>\d+)/P=(?P<p>\d+)$")
 
@@ -187,7 +220,12 @@ def contended_tables(data: dict) -> list:
 
 
 def other_tables(data: dict) -> list:
-    known = {gid for gid, _ in UNCONTENDED} | {gid for gid, _, _ in BREAKER_ROWS}
+    known = (
+        {gid for gid, _ in UNCONTENDED}
+        | {gid for gid, _, _ in BREAKER_ROWS}
+        | {gid for gid, _ in POLICY_ROWS}
+        | {POLICY_PARTS_GROUP}
+    )
     lines: list = []
     for gid in sorted(g for g in data if g not in known and not CONTENDED.match(g or "")):
         g = data[gid]
@@ -249,6 +287,41 @@ def breaker_tables(data: dict, root: Path) -> list:
     return lines
 
 
+def policy_tables(data: dict) -> list:
+    rows = [(gid, title) for gid, title in POLICY_ROWS if OURS in data.get(gid, {})]
+    if not rows:
+        return []
+    lines = [
+        "ns per call with nothing failing (criterion median), a loop of calls in one tokio "
+        "current-thread `block_on`; peers ÷ watertight above 1 means watertight is faster. "
+        "Ours is `Policy<TokioClock, 64>` from `PolicyConfig::builder(64)` (slot wait 100 ms, "
+        "call timeout 30 s, default breaker); the peers are `tokio::sync::Semaphore::new(64)` "
+        "outside, failsafe's futures breaker (`Config::new().build()`) inside, "
+        "`tokio::time::timeout(30 s)` innermost.",
+        "",
+        "| case | watertight | tokio `Semaphore` + failsafe + `tokio::time::timeout` "
+        "| peers ÷ watertight |",
+        "|---|---|---|---|",
+    ]
+    for gid, title in rows:
+        g = data[gid]
+        ours, peer = g.get(OURS), g.get(POLICY_PEER)
+        lines.append(f"| {title} | {ns(ours)} | {ns(peer)} | {ratio(peer, ours)} |")
+    parts = data.get(POLICY_PARTS_GROUP, {})
+    shown = [(f, what) for f, what in POLICY_PARTS if f in parts]
+    if shown:
+        lines += [
+            "",
+            "The parts, each alone in a loop in the same `block_on`, same run:",
+            "",
+            "| part | ns |",
+            "|---|---|",
+        ]
+        for f, what in shown:
+            lines.append(f"| {what} | {ns(parts[f])} |")
+    return lines
+
+
 def fairness_table(root: Path) -> list:
     path = root / "bulkhead-fairness.json"
     if not path.is_file():
@@ -299,8 +372,8 @@ def main(argv: list) -> int:
             baseline = a.split("=", 1)[1]
         elif a == "--only" or a.startswith("--only="):
             only = a.split("=", 1)[1] if "=" in a else next(it, None)
-            if only not in ("bulkhead", "breaker"):
-                print("--only takes bulkhead or breaker", file=sys.stderr)
+            if only not in ("bulkhead", "breaker", "policy"):
+                print("--only takes bulkhead, breaker or policy", file=sys.stderr)
                 return 2
         elif root is None:
             root = Path(a)
@@ -310,8 +383,8 @@ def main(argv: list) -> int:
     root = root or default_dir()
     if not root.is_dir():
         print(
-            f"no criterion output at {root}; run `cargo bench --bench bulkhead` "
-            "or `cargo bench --bench breaker` first",
+            f"no criterion output at {root}; run `cargo bench --bench bulkhead`, "
+            "`cargo bench --bench breaker` or `cargo bench --bench policy --features tokio` first",
             file=sys.stderr,
         )
         return 1
@@ -326,6 +399,8 @@ def main(argv: list) -> int:
         sections.append(fairness_table(root))
     if only in (None, "breaker"):
         sections.append(breaker_tables(data, root))
+    if only in (None, "policy"):
+        sections.append(policy_tables(data))
     sections = [s for s in sections if s]
     if not sections:
         print(f"no results under {root}", file=sys.stderr)

@@ -17,7 +17,9 @@
 //! one shared by all.
 
 use core::fmt;
-use core::future::Future;
+use core::future::{poll_fn, Future};
+use core::pin::pin;
+use core::task::Poll;
 use core::time::Duration;
 
 use crate::breaker::{BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection};
@@ -428,6 +430,12 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 ///    not exceed its own timeout: the caller ran out of time), and a budget
 ///    already spent when the slot is granted does not start the call.
 ///
+/// A call with nothing to wait for costs no clock read and no timer: the
+/// slot is tried before any wait is computed, and the call is polled once
+/// before its timeout is armed, so the timeout counts from the end of that
+/// first poll (a first poll cannot be cut short by any timer anyway). With a
+/// budget, one clock read checks that it is not spent.
+///
 /// Both layers are released when the call ends, however it ends: dropping
 /// the future at any await point gives the slot back and frees a half-open
 /// probe slot.
@@ -719,17 +727,24 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         let name = self.name();
         let fail = |kind| Err(Error::new(name, kind));
 
-        // 1. Bulkhead, outside: a slot within the wait, or what is left of
-        // the budget if less.
-        let now = self.clock.now();
-        let wait = match budget {
-            Some(end) => self.max_wait.min(end.saturating_duration_since(now)),
-            None => self.max_wait,
-        };
-        let slot = if wait.is_zero() {
-            self.bulkhead.try_acquire()
-        } else {
-            self.wait_for_slot(wait).await
+        // 1. Bulkhead, outside: a free slot at once (no clock read); else a
+        // wait of `max_wait`, or what is left of the budget if less.
+        let slot = match self.bulkhead.try_acquire_uncounted() {
+            Err(AcquireError::Full) => {
+                let wait = match budget {
+                    Some(end) if !self.max_wait.is_zero() => self
+                        .max_wait
+                        .min(end.saturating_duration_since(self.clock.now())),
+                    _ => self.max_wait,
+                };
+                if wait.is_zero() {
+                    // Counted as the bulkhead's own refusal.
+                    self.bulkhead.try_acquire()
+                } else {
+                    self.wait_for_slot(wait).await
+                }
+            }
+            other => other,
         };
         let _slot = match slot {
             Ok(slot) => slot,
@@ -744,40 +759,51 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
             Err(why) => return fail(ErrorKind::CircuitOpen(why)),
         };
 
-        // 3. Deadline, innermost: the call timeout, or what is left of the
-        // budget if less.
-        let now = self.clock.now();
-        let (limit, by_budget) = match budget {
-            Some(end) => {
-                let left = end.saturating_duration_since(now);
-                if left.is_zero() {
-                    // Spent before the call could start: the system did
-                    // nothing wrong, so nothing is recorded.
-                    permit.ignore();
-                    return fail(ErrorKind::DeadlineExceeded);
-                }
-                if left < self.call_timeout {
-                    (left, true)
-                } else {
-                    (self.call_timeout, false)
-                }
-            }
-            None => (self.call_timeout, false),
-        };
-        match timeout_at(self.clock.clone(), now.saturating_add(limit), make()).await {
-            Ok(result) => {
-                permit.record(classify(&result));
-                result.map_err(|e| Error::new(name, ErrorKind::Call(e)))
-            }
-            Err(_) => {
-                if by_budget {
-                    permit.ignore();
-                } else {
-                    permit.failure();
-                }
-                fail(ErrorKind::DeadlineExceeded)
+        // 3. Deadline, innermost. A budget already spent does not start the
+        // call: the system did nothing wrong, so nothing is recorded.
+        if let Some(end) = budget {
+            if self.clock.now() >= end {
+                permit.ignore();
+                return fail(ErrorKind::DeadlineExceeded);
             }
         }
+        // The call is polled once before a timer is armed: one that is ready
+        // at once reads no clock and sets no timer. Its timeout counts from
+        // the end of that first poll (which no timer could have cut short).
+        let mut call = pin!(make());
+        let first = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        let result = match first {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                let now = self.clock.now();
+                let (limit, by_budget) = match budget {
+                    Some(end) => {
+                        let left = end.saturating_duration_since(now);
+                        if left < self.call_timeout {
+                            (left, true)
+                        } else {
+                            (self.call_timeout, false)
+                        }
+                    }
+                    None => (self.call_timeout, false),
+                };
+                match timeout_at(self.clock.clone(), now.saturating_add(limit), call).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        // Out of `call_timeout`: a failure of the system. Cut
+                        // short by the caller's budget: nothing is recorded.
+                        if by_budget {
+                            permit.ignore();
+                        } else {
+                            permit.failure();
+                        }
+                        return fail(ErrorKind::DeadlineExceeded);
+                    }
+                }
+            }
+        };
+        permit.record(classify(&result));
+        result.map_err(|e| Error::new(name, ErrorKind::Call(e)))
     }
 
     #[cfg(feature = "alloc")]

@@ -2,8 +2,11 @@
 //! succeeds at once (including the timed ones), and release. Breaker: every
 //! operation, in every state — permits and their outcomes, trips, rejections,
 //! half-open probes, `call` polled to completion, the operator switches and
-//! the metrics. Counted by a global allocator that tallies the allocations
-//! made on the current thread.
+//! the metrics. Deadlines: a `timeout` that completes, budgets. Policy: a
+//! call with nothing failing polled to completion with a slot free, and
+//! every refusal (a *wait* for a slot allocates its listener, counted too).
+//! Counted by a global allocator that tallies the allocations made on the
+//! current thread.
 #![cfg(not(loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -12,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use watertight::breaker::{State, Transition};
-use watertight::clock::{ManualClock, StdClock};
+use watertight::clock::{Clock, ManualClock, StdClock};
+use watertight::deadline::{timeout, timeout_at, Deadline, Elapsed};
+use watertight::policy::{ErrorKind, Policy, PolicyConfig};
 use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker, Outcome, Rejection};
 
 struct Counting;
@@ -359,4 +364,289 @@ fn breaker_call_polled_to_completion_does_not_allocate() {
         ));
     });
     assert_eq!(n, 0, "call() rejected");
+}
+
+// ---------------------------------------------------------------------------
+// Deadlines and the policy
+// ---------------------------------------------------------------------------
+
+/// `max_concurrent` slots, the default slot wait (100 ms) and call timeout
+/// (30 s); the breaker trips at 50 % failures of 2 outcomes (window 4).
+fn policy_on<C: watertight::clock::Timer + Clone>(
+    name: &'static str,
+    max_concurrent: usize,
+    max_wait: Duration,
+    clock: C,
+) -> Policy<C, 4> {
+    let config = PolicyConfig::builder(max_concurrent)
+        .max_wait(max_wait)
+        .breaker(small_config(false))
+        .build()
+        .unwrap();
+    Policy::new(name, config, clock).unwrap()
+}
+
+#[test]
+fn a_timeout_that_completes_does_not_allocate() {
+    let clock = ManualClock::new();
+    futures_lite::future::block_on(async {});
+    let mut got = None;
+    let n = allocations_in(|| {
+        got = Some(futures_lite::future::block_on(timeout(
+            &clock,
+            Duration::from_secs(1),
+            async { 7 },
+        )));
+    });
+    assert_eq!(n, 0, "timeout() ready at once");
+    assert_eq!(got, Some(Ok(7)));
+
+    let at = clock.now() + Duration::from_secs(1);
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(timeout_at(&clock, at, async { 8 }));
+        assert_eq!(r, Ok(8));
+    });
+    assert_eq!(n, 0, "timeout_at() ready at once");
+
+    // Budgets: made, asked, narrowed and run, all in place.
+    let n = allocations_in(|| {
+        let request = Deadline::after(&clock, Duration::from_millis(1500));
+        let child = request.child(Duration::from_secs(5));
+        assert_eq!(child.instant(), request.instant(), "capped by its parent");
+        assert!(!child.is_expired());
+        assert_eq!(child.remaining(), Duration::from_millis(1500));
+        let r = futures_lite::future::block_on(child.run(async { 9 }));
+        assert_eq!(r, Ok(9));
+    });
+    assert_eq!(n, 0, "Deadline::after, child, remaining, run");
+}
+
+#[test]
+fn a_timeout_that_runs_out_allocates_only_its_sleeps_listener() {
+    // ManualClock's sleep registers an event-listener node once pending: the
+    // documented cost of a wait on it, counted so a change is noticed. The
+    // first round also makes the clock's wake list; the second is the
+    // steady state.
+    let clock = ManualClock::new();
+    let mut counts = Vec::new();
+    for _ in 0..2 {
+        let mut fut = Box::pin(timeout(
+            &clock,
+            Duration::from_millis(10),
+            core::future::pending::<()>(),
+        ));
+        let pending = allocations_in(|| {
+            let first = futures_lite::future::block_on(futures_lite::future::poll_once(&mut fut));
+            assert!(first.is_none());
+        });
+        clock.advance(Duration::from_millis(10));
+        let elapsed =
+            allocations_in(|| assert_eq!(futures_lite::future::block_on(&mut fut), Err(Elapsed)));
+        counts.push((pending, elapsed));
+    }
+    assert_eq!(
+        counts[1],
+        (1, 0),
+        "one listener for the pending sleep, none to run out"
+    );
+}
+
+#[test]
+fn a_policy_call_with_nothing_failing_does_not_allocate() {
+    let clock = ManualClock::new();
+    let p = policy_on("calm", 4, Duration::from_millis(100), &clock);
+    futures_lite::future::block_on(async {});
+
+    let mut got = None;
+    let n = allocations_in(|| {
+        got = Some(futures_lite::future::block_on(
+            p.call(|| async { Ok::<_, ()>(7) }),
+        ));
+    });
+    assert_eq!(n, 0, "call() with a slot free");
+    assert_eq!(got, Some(Ok(7)));
+
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(p.call_with(
+            || async { Ok::<u16, ()>(404) },
+            |r: &Result<u16, ()>| match r {
+                Ok(s) if *s < 500 => Outcome::Success,
+                _ => Outcome::Failure,
+            },
+        ));
+        assert_eq!(r, Ok(404));
+    });
+    assert_eq!(n, 0, "call_with()");
+
+    let n = allocations_in(|| {
+        let request = Deadline::after(&clock, Duration::from_millis(1500));
+        let r =
+            futures_lite::future::block_on(p.call_within(&request, || async { Ok::<_, ()>(3) }));
+        assert_eq!(r, Ok(3));
+    });
+    assert_eq!(n, 0, "call_within() a 1.5 s budget");
+
+    // The call's own error is carried, not boxed.
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(p.call(|| async { Err::<(), _>("boom") }));
+        assert_eq!(r.unwrap_err().into_inner(), Some("boom"));
+    });
+    assert_eq!(n, 0, "call() returning Err");
+
+    // Zero slot wait: the try-once path.
+    let quick = policy_on("quick", 4, Duration::ZERO, &clock);
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(quick.call(|| async { Ok::<_, ()>(1) }));
+        assert_eq!(r, Ok(1));
+    });
+    assert_eq!(n, 0, "call() with a zero slot wait");
+
+    let m = p.breaker().metrics();
+    assert_eq!((m.calls, m.failed_calls), (4, 1));
+    assert_eq!(p.bulkhead().available(), 4, "every slot given back");
+}
+
+#[test]
+fn policy_refusals_do_not_allocate() {
+    let clock = ManualClock::new();
+    futures_lite::future::block_on(async {});
+
+    // Bulkhead full with a zero slot wait: refused at once.
+    let full = policy_on("full", 1, Duration::ZERO, &clock);
+    let held = full.bulkhead().try_acquire().unwrap();
+    let mut kind = None;
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(full.call(|| async { Ok::<_, ()>(()) }));
+        kind = Some(*r.unwrap_err().kind());
+    });
+    assert_eq!(n, 0, "BulkheadFull");
+    assert_eq!(kind, Some(ErrorKind::BulkheadFull));
+    drop(held);
+
+    // Circuit open: refused, the slot given back.
+    let open = policy_on("open", 2, Duration::from_millis(100), &clock);
+    trip(open.breaker());
+    let mut err = None;
+    let n = allocations_in(|| {
+        err = Some(futures_lite::future::block_on(
+            open.call(|| async { Ok::<_, ()>(()) }),
+        ));
+    });
+    assert_eq!(n, 0, "CircuitOpen");
+    let err = err.unwrap().unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(10)));
+    assert_eq!(open.bulkhead().available(), 2);
+
+    // A budget already spent: DeadlineExceeded without starting the call.
+    let spent = policy_on("spent", 2, Duration::ZERO, &clock);
+    let request = Deadline::after(&clock, Duration::from_millis(5));
+    clock.advance(Duration::from_millis(5));
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(
+            spent.call_within(&request, || async { Ok::<_, ()>(()) }),
+        );
+        assert_eq!(*r.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+    });
+    assert_eq!(n, 0, "DeadlineExceeded, budget spent");
+}
+
+#[test]
+fn a_policy_wait_for_a_slot_allocates_its_listener() {
+    // The documented cost of waiting for a slot: one event-listener node for
+    // the bulkhead's wait, and on ManualClock one more for its sleep. The
+    // first round also makes the two wake lists; the second is the steady
+    // state.
+    let clock = ManualClock::new();
+    let p = policy_on("busy", 1, Duration::from_millis(100), &clock);
+    let mut counts = Vec::new();
+    for i in 0..2 {
+        let held = p.bulkhead().try_acquire().unwrap();
+        let mut call = Box::pin(p.call(|| async { Ok::<_, ()>(i) }));
+        let wait = allocations_in(|| {
+            let first = futures_lite::future::block_on(futures_lite::future::poll_once(&mut call));
+            assert!(first.is_none());
+        });
+        drop(held);
+        let granted =
+            allocations_in(|| assert_eq!(futures_lite::future::block_on(&mut call), Ok(i)));
+        counts.push((wait, granted));
+    }
+    assert_eq!(
+        counts[1],
+        (2, 0),
+        "the slot's listener and the sleep's; none once granted"
+    );
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_policy_call_on_tokio_does_not_allocate() {
+    use watertight::clock::TokioClock;
+
+    fn count() -> usize {
+        ALLOCS.with(Cell::get)
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let p = policy_on("tokio", 4, Duration::from_millis(100), TokioClock);
+    let busy = policy_on("tokio-busy", 1, Duration::from_millis(100), TokioClock);
+    // Counted inside the runtime, so block_on's own setup is not; two rounds,
+    // the first of which also makes what tokio and the wake lists make once.
+    let rounds: Vec<_> = (0..2)
+        .map(|_| {
+            rt.block_on(async {
+                // tokio makes its list of deferred wakers on the first
+                // `yield_now` of each `block_on`: not ours to count.
+                tokio::task::yield_now().await;
+
+                let before = count();
+                assert_eq!(p.call(|| async { Ok::<_, ()>(1) }).await, Ok(1));
+                let call = count() - before;
+
+                let before = count();
+                let request = Deadline::after(TokioClock, Duration::from_millis(1500));
+                let r = p.call_within(&request, || async { Ok::<_, ()>(2) }).await;
+                assert_eq!(r, Ok(2));
+                let within = count() - before;
+
+                // Pending once: tokio's timer entry is registered in place.
+                let before = count();
+                let r = p
+                    .call(|| async {
+                        tokio::task::yield_now().await;
+                        Ok::<_, ()>(3)
+                    })
+                    .await;
+                assert_eq!(r, Ok(3));
+                let pending_once = count() - before;
+
+                let before = count();
+                let r = timeout(TokioClock, Duration::from_secs(1), async { 4 }).await;
+                assert_eq!(r, Ok(4));
+                let completed_timeout = count() - before;
+
+                // A wait for a slot: the bulkhead's listener only.
+                let held = busy.bulkhead().try_acquire().unwrap();
+                let mut waiting = Box::pin(busy.call(|| async { Ok::<_, ()>(5) }));
+                let before = count();
+                assert!(futures_lite::future::poll_once(&mut waiting)
+                    .await
+                    .is_none());
+                let wait = count() - before;
+                drop(held);
+                assert_eq!(waiting.await, Ok(5));
+
+                (call, within, pending_once, completed_timeout, wait)
+            })
+        })
+        .collect();
+    assert_eq!(
+        rounds[1],
+        (0, 0, 0, 0, 1),
+        "(call, call_within, pending once, timeout, a wait); first round {:?}",
+        rounds[0]
+    );
 }

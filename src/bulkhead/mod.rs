@@ -422,6 +422,17 @@ impl<C> Bulkhead<C> {
         }
     }
 
+    /// One permit if it is free and nobody waits, without counting a
+    /// refusal: for callers (the policy) that go on to wait when this fails,
+    /// so that the wait alone is counted.
+    #[inline]
+    pub(crate) fn try_acquire_uncounted(&self) -> Result<Permit<'_, C>, AcquireError> {
+        self.take(1, Mode::Newcomer).map(|()| Permit {
+            bulkhead: self,
+            n: 1,
+        })
+    }
+
     /// Free permits right now (zero while in flight exceeds a shrunk capacity).
     ///
     /// # Examples
