@@ -1,6 +1,8 @@
-//! A tour of the bulkhead and the circuit breaker over real HTTP: one slow
-//! dependency, one fast one, what a concurrency limit does to the fast one's
-//! callers, and what a breaker does when the slow one goes down.
+//! A tour of the bulkhead, the circuit breaker and the per-system policy over
+//! real HTTP: one slow dependency, one fast one, what a concurrency limit does
+//! to the fast one's callers, what a breaker does when the slow one goes
+//! down, and how a handler with a request budget still answers in time when
+//! one of the systems it calls degrades.
 //!
 //! Run: `cargo run --example tour --features tokio`
 //!
@@ -12,6 +14,14 @@
 //! - `GET /inventory/{sku}`: healthy, about 50 ms;
 //! - `GET /shipping-rate?zip_code=…`: degraded, 400 ms — slow, not failing
 //!   (until act 4 switches it to answering 503).
+//!
+//! Act 5 adds a storefront on the same server, which calls two more
+//! endpoints of it over HTTP, each through its own [`Policy`]:
+//!
+//! - `GET /stock/{sku}`: healthy, about 50 ms;
+//! - `GET /pricing/{sku}`: 50 ms, until act 5 makes it answer in 3 s;
+//! - `GET /product/{sku}`: asks stock and pricing at once;
+//! - `GET /checkout/{sku}`: asks pricing, then stock.
 //!
 //! Acts 1–3 replay the three measured runs of seed 003 ("How to Build a
 //! Bulkhead in Python"), scaled down five times so they take about two seconds:
@@ -43,6 +53,21 @@
 //! closes. It is printed as a timeline, one line per event, in ms since the
 //! act began: what happens, and in which order, is the same every run; the
 //! milliseconds are measured.
+//!
+//! Act 5 is issue 5's: each storefront request has a 1.5 s budget
+//! ([`Deadline::after`]) and calls each system through its policy with
+//! `call_within_with(&budget, …)` (act 4's classifier), so a slot wait and a
+//! call each get the smaller of their own limit and what is left of the
+//! budget. Pricing degrades to 3 s answers; its policy cuts each call at its
+//! 300 ms call timeout — a failure for its breaker (window 4, minimum 4,
+//! 50 %, open 1 s) — and the product page answers with stock and "price
+//! unavailable". Once two of pricing's last four calls have failed, its
+//! breaker opens: pages come back in stock's 50 ms, the price part carrying
+//! the breaker's retry hint, and no request goes to pricing; a checkout,
+//! which cannot go on without a price, answers 503 at once with
+//! `Retry-After` from [`watertight::policy::Error::retry_after`]. Stock serves every
+//! request it is asked, unaffected. The client prints each request as it was
+//! sent: status, the time it took (measured, not asserted) and the body.
 
 use std::fmt::Display;
 use std::future::{poll_fn, Future};
@@ -53,16 +78,18 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::header::{HeaderName, CONTENT_TYPE};
-use axum::http::StatusCode;
+use axum::http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use watertight::breaker::{
     OnTransition, Outcome as BreakerOutcome, State as BreakerState, Transition,
 };
 use watertight::clock::{self, Clock, TokioClock};
+use watertight::deadline::Deadline;
+use watertight::policy::ErrorKind;
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
-use watertight::{OwnedPermit, Rejection};
+use watertight::{OwnedPermit, Policy, PolicyConfig, Rejection};
 
 /// The slow dependency's latency (seed: 2 s).
 const SLOW: Duration = Duration::from_millis(400);
@@ -116,18 +143,286 @@ fn json(body: String) -> Json {
     ([(CONTENT_TYPE, "application/json")], body)
 }
 
-/// Serves both endpoints on a random free loopback port; returns the base URL.
-async fn start_server(shipping: Arc<Shipping>) -> String {
-    let app = Router::new()
-        .route("/inventory/{sku}", get(inventory))
-        .route("/shipping-rate", get(shipping_rate))
-        .with_state(shipping);
+// ---------------------------------------------------------------- act 5's server
+
+/// The storefront's budget for one request, from its SLA: answer within 1.5 s.
+const BUDGET: Duration = Duration::from_millis(1500);
+/// Pricing's latency once it degrades: far past its call timeout.
+const PRICING_SLOW: Duration = Duration::from_secs(3);
+/// How long pricing's breaker stays open before a probe may pass.
+const PRICING_OPEN: Duration = Duration::from_millis(1000);
+
+/// One of act 5's downstream systems: its switch and its request count.
+#[derive(Default)]
+struct Backend {
+    /// Degraded: answers in `PRICING_SLOW` instead of `FAST`.
+    slow: AtomicBool,
+    /// Requests that reached it, answered or not.
+    hits: AtomicUsize,
+}
+
+impl Backend {
+    async fn serve(&self, body: String) -> Json {
+        self.hits.fetch_add(1, SeqCst);
+        let slow = self.slow.load(SeqCst);
+        tokio::time::sleep(if slow { PRICING_SLOW } else { FAST }).await;
+        json(body)
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(SeqCst)
+    }
+}
+
+/// The two systems the storefront calls: on the same demo server, reached
+/// over HTTP like any other.
+#[derive(Default)]
+struct Backends {
+    pricing: Backend,
+    stock: Backend,
+}
+
+async fn pricing(State(backends): State<Arc<Backends>>, Path(_sku): Path<String>) -> Json {
+    let body = r#"{"price_cents":1299}"#.to_owned();
+    backends.pricing.serve(body).await
+}
+
+async fn stock(State(backends): State<Arc<Backends>>, Path(_sku): Path<String>) -> Json {
+    let body = r#"{"in_stock":42}"#.to_owned();
+    backends.stock.serve(body).await
+}
+
+/// The storefront's side: its own HTTP client and one policy per system it
+/// calls, each named after the system.
+struct Storefront {
+    client: reqwest::Client,
+    base: String,
+    stock: Policy<TokioClock, 8>,
+    pricing: Policy<TokioClock, 8>,
+}
+
+/// Stock: 8 calls at once, a slot within 100 ms, 1 s per call, the default
+/// 5xx-or-no-answer breaker over a window of 8.
+fn stock_policy() -> PolicyConfig {
+    let breaker = BreakerConfig::builder()
+        .window_size(8)
+        .minimum_calls(4)
+        .build()
+        .expect("stock breaker");
+    PolicyConfig::builder(8)
+        .max_wait(Duration::from_millis(100))
+        .call_timeout(Duration::from_secs(1))
+        .breaker(breaker)
+        .build()
+        .expect("stock policy")
+}
+
+/// Pricing: 4 calls at once, a slot within 50 ms, 300 ms per call — well
+/// under the request budget, so that a slow answer is pricing's failure, not
+/// the caller running out of time — and a breaker that opens once 2 of its
+/// last 4 calls failed.
+fn pricing_policy() -> PolicyConfig {
+    let breaker = BreakerConfig::builder()
+        .window_size(4)
+        .minimum_calls(4)
+        .failure_rate_threshold(50.0)
+        .open_duration(PRICING_OPEN)
+        .build()
+        .expect("pricing breaker");
+    PolicyConfig::builder(4)
+        .max_wait(Duration::from_millis(50))
+        .call_timeout(Duration::from_millis(300))
+        .breaker(breaker)
+        .build()
+        .expect("pricing policy")
+}
+
+/// What a downstream call came back with: a status and body, or no answer.
+type Reply = Result<(reqwest::StatusCode, String), reqwest::Error>;
+
+async fn get_body(client: reqwest::Client, url: String) -> Reply {
+    let response = client.get(&url).send().await?;
+    let status = response.status();
+    Ok((status, response.text().await?))
+}
+
+/// As act 4's classifier: a 5xx or no answer is the system failing.
+fn classify_reply(reply: &Reply) -> BreakerOutcome {
+    match reply {
+        Ok((status, _)) if status.is_server_error() => BreakerOutcome::Failure,
+        Ok(_) => BreakerOutcome::Success,
+        Err(_) => BreakerOutcome::Failure,
+    }
+}
+
+/// One system's part of an answer: its data, or why it is missing and when
+/// to ask again.
+enum Part {
+    Data(String),
+    Unavailable {
+        why: &'static str,
+        retry_after: Option<Duration>,
+    },
+}
+
+impl Part {
+    fn to_json(&self) -> String {
+        match self {
+            Part::Data(body) => body.clone(),
+            Part::Unavailable {
+                why,
+                retry_after: Some(hint),
+            } => format!(
+                r#"{{"unavailable":"{why}","retry_after_ms":{}}}"#,
+                ms(*hint)
+            ),
+            Part::Unavailable { why, .. } => format!(r#"{{"unavailable":"{why}"}}"#),
+        }
+    }
+}
+
+/// One call to a system through its policy, inside the request's budget.
+async fn fetch(
+    client: &reqwest::Client,
+    policy: &Policy<TokioClock, 8>,
+    budget: &Deadline<TokioClock>,
+    url: String,
+) -> Part {
+    let call = || get_body(client.clone(), url);
+    match policy.call_within_with(budget, call, classify_reply).await {
+        Ok((status, body)) if status.is_success() => Part::Data(body),
+        Ok(_) => Part::Unavailable {
+            why: "error status",
+            retry_after: None,
+        },
+        Err(e) => Part::Unavailable {
+            why: match e.kind() {
+                ErrorKind::BulkheadFull | ErrorKind::BulkheadClosed => "busy",
+                ErrorKind::CircuitOpen(_) => "circuit open",
+                ErrorKind::DeadlineExceeded => "timed out",
+                _ => "no answer",
+            },
+            retry_after: e.retry_after(),
+        },
+    }
+}
+
+/// Stock and pricing for `sku`, asked at once, both inside one 1.5 s budget
+/// that starts as the request comes in.
+async fn look_up(front: &Storefront, sku: &str) -> (Part, Part) {
+    let budget = Deadline::after(TokioClock, BUDGET);
+    let stock = format!("{}/stock/{sku}", front.base);
+    let price = format!("{}/pricing/{sku}", front.base);
+    tokio::join!(
+        fetch(&front.client, &front.stock, &budget, stock),
+        fetch(&front.client, &front.pricing, &budget, price),
+    )
+}
+
+type Page = (StatusCode, HeaderMap, String);
+
+/// `GET /product/{sku}`: a product page shows what it has. A missing price is
+/// a partial answer; only with neither part is it a 503.
+async fn product(State(front): State<Arc<Storefront>>, Path(sku): Path<String>) -> Page {
+    let (stock, price) = look_up(&front, &sku).await;
+    let body = format!(
+        r#"{{"sku":"{sku}","stock":{},"price":{}}}"#,
+        stock.to_json(),
+        price.to_json()
+    );
+    match (&stock, &price) {
+        (Part::Unavailable { .. }, Part::Unavailable { .. }) => unavailable([stock, price], body),
+        _ => (StatusCode::OK, json_headers(), body),
+    }
+}
+
+/// `GET /checkout/{sku}`: an order needs a price first, then stock, both
+/// inside one 1.5 s budget (stock gets what the price left of it). Without a
+/// price, a 503 at once — stock is not asked — with `Retry-After` when
+/// pricing's breaker said when to come back.
+async fn checkout(State(front): State<Arc<Storefront>>, Path(sku): Path<String>) -> Page {
+    let budget = Deadline::after(TokioClock, BUDGET);
+    let url = format!("{}/pricing/{sku}", front.base);
+    let price = fetch(&front.client, &front.pricing, &budget, url).await;
+    if let Part::Unavailable { .. } = price {
+        let body = format!(r#"{{"sku":"{sku}","price":{}}}"#, price.to_json());
+        return unavailable([price], body);
+    }
+    let url = format!("{}/stock/{sku}", front.base);
+    let stock = fetch(&front.client, &front.stock, &budget, url).await;
+    let body = format!(
+        r#"{{"sku":"{sku}","price":{},"stock":{}}}"#,
+        price.to_json(),
+        stock.to_json()
+    );
+    match stock {
+        Part::Data(_) => (StatusCode::OK, json_headers(), body),
+        Part::Unavailable { .. } => unavailable([stock], body),
+    }
+}
+
+/// A 503 with the latest retry hint of the missing parts as `Retry-After`
+/// (whole seconds, rounded up).
+fn unavailable<const K: usize>(parts: [Part; K], body: String) -> Page {
+    let mut headers = json_headers();
+    let hint = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Unavailable { retry_after, .. } => *retry_after,
+            Part::Data(_) => None,
+        })
+        .max();
+    if let Some(hint) = hint {
+        let secs = hint.as_secs() + u64::from(hint.subsec_nanos() > 0);
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, headers, body)
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers
+}
+
+/// Serves every endpoint on a random free loopback port; returns the base URL
+/// and the storefront (for its policies' state).
+async fn start_server(
+    shipping: Arc<Shipping>,
+    backends: Arc<Backends>,
+) -> (String, Arc<Storefront>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local address");
+    let base = format!("http://{addr}");
+    let front = Arc::new(Storefront {
+        client: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("HTTP client"),
+        base: base.clone(),
+        stock: Policy::new("stock", stock_policy(), TokioClock).expect("stock policy"),
+        pricing: Policy::new("pricing", pricing_policy(), TokioClock).expect("pricing policy"),
+    });
+    let app = Router::new()
+        .route("/inventory/{sku}", get(inventory))
+        .route("/shipping-rate", get(shipping_rate))
+        .with_state(shipping)
+        .merge(
+            Router::new()
+                .route("/pricing/{sku}", get(pricing))
+                .route("/stock/{sku}", get(stock))
+                .with_state(backends),
+        )
+        .merge(
+            Router::new()
+                .route("/product/{sku}", get(product))
+                .route("/checkout/{sku}", get(checkout))
+                .with_state(front.clone()),
+        );
     tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    format!("http://{addr}")
+    (base, front)
 }
 
 // ---------------------------------------------------------------- the client
@@ -427,12 +722,73 @@ async fn call_through<H: OnTransition>(
     }
 }
 
+// ---------------------------------------------------------------- act 5's client
+
+/// What the client got from the storefront.
+struct Visit {
+    status: reqwest::StatusCode,
+    body: String,
+    /// From sending the request to reading the whole answer.
+    took: Duration,
+}
+
+/// One GET of the storefront, on the timeline at the moment it was sent:
+/// status, `Retry-After` if any, the time it took as the client saw it, and
+/// the body; then pricing's breaker, if it changed state meanwhile.
+async fn visit(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    front: &Storefront,
+    timeline: Timeline,
+) -> Visit {
+    let before = front.pricing.breaker().state();
+    let sent = TokioClock.now();
+    let start = Instant::now();
+    let response = client
+        .get(format!("{base}{path}"))
+        .send()
+        .await
+        .expect("HTTP request");
+    let status = response.status();
+    let retry = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| format!(", Retry-After: {v}"))
+        .unwrap_or_default();
+    let body = response.text().await.expect("HTTP response body");
+    let took = start.elapsed();
+    timeline.at(
+        sent,
+        format_args!(
+            "GET {path:<15} -> {} in {:>3} ms{retry}",
+            status.as_u16(),
+            ms(took)
+        ),
+    );
+    println!("            {body}");
+    let after = front.pricing.breaker().state();
+    if after != before {
+        let m = front.pricing.breaker().metrics();
+        timeline.now(format_args!(
+            "pricing breaker {} -> {} (window: {} failures of {} calls)",
+            upper(before),
+            upper(after),
+            m.failed_calls,
+            m.calls
+        ));
+    }
+    Visit { status, body, took }
+}
+
 // ---------------------------------------------------------------- the acts
 
 #[tokio::main]
 async fn main() {
     let shipping_service = Arc::new(Shipping::default());
-    let base = start_server(shipping_service.clone()).await;
+    let backends = Arc::new(Backends::default());
+    let (base, front) = start_server(shipping_service.clone(), backends.clone()).await;
     // `no_proxy`: the server is on loopback; an HTTP_PROXY in the environment
     // must not route the tour through somewhere else.
     let client = reqwest::Client::builder()
@@ -653,5 +1009,99 @@ async fn main() {
         refused.len(),
         config.half_open_calls(),
         OPEN_WAIT.as_millis()
+    );
+
+    // Act 5 — issue 5: a request budget over two systems, one policy each.
+    let (stock_cfg, pricing_cfg) = (stock_policy(), pricing_policy());
+    let pricing_breaker = pricing_cfg.breaker();
+    header(
+        "Act 5: a request budget, one policy per system — pricing degrades, the store still answers",
+        &format!(
+            "/product/{{sku}} and /checkout/{{sku}} have {} ms each and call /stock and /pricing \
+             (this server, over HTTP), each through its policy:\n   \
+             stock: {} at once, slot wait {} ms, call timeout {} ms; \
+             pricing: {} at once, slot wait {} ms, call timeout {} ms,\n   \
+             breaker window {}, minimum {} calls, failure rate {:.0} %, open {} ms.\n   \
+             A product page asks both at once and answers without a price; \
+             a checkout asks pricing first and stops without one",
+            BUDGET.as_millis(),
+            stock_cfg.max_concurrent(),
+            stock_cfg.max_wait().as_millis(),
+            stock_cfg.call_timeout().as_millis(),
+            pricing_cfg.max_concurrent(),
+            pricing_cfg.max_wait().as_millis(),
+            pricing_cfg.call_timeout().as_millis(),
+            pricing_breaker.window_size(),
+            pricing_breaker.minimum_calls(),
+            pricing_breaker.failure_rate_threshold(),
+            pricing_breaker.open_duration().as_millis(),
+        ),
+    );
+    let timeline = Timeline::start();
+    let mut visits = Vec::new();
+    for path in ["/product/SKU-1", "/checkout/SKU-1"] {
+        visits.push(visit(&client, &base, path, &front, timeline).await);
+    }
+    backends.pricing.slow.store(true, SeqCst);
+    timeline.now(format_args!(
+        "server: /pricing degrades, answers in {} ms",
+        PRICING_SLOW.as_millis()
+    ));
+    for path in [
+        "/product/SKU-2",
+        "/product/SKU-3",
+        "/product/SKU-4",
+        "/product/SKU-5",
+        "/checkout/SKU-5",
+        "/product/SKU-6",
+    ] {
+        visits.push(visit(&client, &base, path, &front, timeline).await);
+    }
+
+    let with = |status: u16, part: &str| {
+        visits
+            .iter()
+            .filter(|v| v.status.as_u16() == status && v.body.contains(part))
+            .count()
+    };
+    let slowest = visits.iter().map(|v| v.took).max().unwrap_or_default();
+    let (s, p) = (
+        front.stock.breaker().metrics(),
+        front.pricing.breaker().metrics(),
+    );
+    println!();
+    println!(
+        "  {} answers: {} full, {} partial (no price), {} unavailable (503); the slowest \
+         took {} ms of its {} ms budget",
+        visits.len(),
+        with(200, r#""price":{"price_cents""#),
+        with(200, r#""price":{"unavailable""#),
+        with(503, ""),
+        ms(slowest),
+        BUDGET.as_millis()
+    );
+    println!(
+        "  stock:   {} requests reached it, all it was asked; breaker {}, {} failures",
+        backends.stock.hits(),
+        s.state,
+        s.failed_calls
+    );
+    println!(
+        "  pricing: {} requests reached it ({} answered, {} cut at {} ms); breaker {}, \
+         {} calls refused without a request",
+        backends.pricing.hits(),
+        p.calls - p.failed_calls,
+        p.failed_calls,
+        pricing_cfg.call_timeout().as_millis(),
+        p.state,
+        p.rejected
+    );
+    println!(
+        "  -> pricing's slow answers cost a request {} ms (its call timeout), not {} ms; once \
+         its breaker opened they cost nothing, and came with its retry hint; stock answered \
+         every page in {} ms as before",
+        pricing_cfg.call_timeout().as_millis(),
+        PRICING_SLOW.as_millis(),
+        FAST.as_millis()
     );
 }
