@@ -146,6 +146,16 @@ pub mod clock;
 pub mod deadline;
 pub mod policy;
 
+#[cfg(feature = "serde")]
+mod config_serde;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+#[path = "metrics_export.rs"]
+pub mod metrics;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
+
 pub use breaker::{
     BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
     Outcome, Rejection,

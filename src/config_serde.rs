@@ -1,0 +1,1 @@
+//! `Deserialize` for the configs (feature `serde`).

@@ -1,0 +1,1 @@
+//! Export through the `metrics` facade (feature `metrics`).

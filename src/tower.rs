@@ -1,0 +1,1 @@
+//! tower `Layer`s and `Service`s (feature `tower`).
