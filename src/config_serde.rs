@@ -1,1 +1,721 @@
-//! `Deserialize` for the configs (feature `serde`).
+//! `Deserialize` for the configs (feature `serde`), validated by the same
+//! `const` builders as code-built configs, so a bad value is refused with the
+//! field named instead of being clamped.
+//!
+//! Every field is optional: a missing one keeps its default. Unknown fields
+//! are refused, so a typo (`failure_rat`) is an error, not a silent default.
+//! Values may be numbers, booleans or strings holding them (`"30"`,
+//! `"0.25"`, `"true"`), so environment variables (envy), quoted YAML values
+//! and `#[serde(flatten)]` all work; this needs a self-describing format
+//! (`deserialize_any`), which every config format is. Flattened into an
+//! application's own settings struct, unknown keys go to that struct (a
+//! serde limitation of `flatten`), so typos are caught only when the
+//! config is read on its own.
+//!
+//! # Breaker ([`BreakerConfig`])
+//!
+//! | key (alias) | unit | default |
+//! |---|---|---|
+//! | `window_size` | calls | 50 |
+//! | `min_calls` (`minimum_calls`) | calls | 10 |
+//! | `failure_rate` (`failure_rate_threshold`) | percent | 50 |
+//! | `slow_call_rate` (`slow_call_rate_threshold`) | percent | 100 |
+//! | `slow_call_duration` (`slow_threshold`) | duration | off |
+//! | `open_duration` | duration | 30 s |
+//! | `half_open_calls` | calls | 3 |
+//! | `max_half_open_wait` | duration | no limit |
+//!
+//! Thresholds are percent: `30` means 30 %. A value in (0, 1] (the seeds'
+//! `cb_failure_rate: 0.30`) is refused with a hint that percent is meant; a
+//! trailing `%` is accepted (`"30%"`).
+//!
+//! # Policy ([`PolicyConfig`])
+//!
+//! | key (alias) | unit | default |
+//! |---|---|---|
+//! | `max_concurrent` (`bulkhead_max_concurrent`) | calls | required, or `pool_size` |
+//! | `pool_size` | connections | `max_concurrent = pool_size × 0.8` ([`PolicyConfig::for_pool`]) |
+//! | `max_wait` (`bulkhead_acquire_timeout`) | duration | 100 ms |
+//! | `allow_long_max_wait` | bool | false (a `max_wait` above 1 s is refused) |
+//! | `call_timeout` | duration | 30 s |
+//! | `breaker` | a nested breaker table, as above | the breaker's defaults |
+//! | `cb_window_size`, `cb_min_calls`, … | the breaker's keys with a `cb_` prefix | |
+//!
+//! Exactly one of `max_concurrent` and `pool_size` must be set. The breaker
+//! is given either nested (`breaker: { failure_rate: 30 }`, for TOML, YAML,
+//! JSON) or flat with the `cb_` prefix (`cb_failure_rate = 30`, for
+//! environment variables, as the seeds do: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30`
+//! read with `envy::prefixed("CLIENT_PAYMENTS__")`); setting both is refused.
+//! The breaker's window is checked against the policy's capacity `N` by
+//! [`Policy::new`](crate::Policy::new), which names `window_size`.
+//!
+//! # Durations
+//!
+//! A number is seconds, whole or not (`30`, `0.25`, as the seeds' pydantic
+//! settings write `cb_open_duration: float = 30.0`); a string may carry a
+//! unit: `"250ms"`, `"30s"`, `"2m"`, `"1h"`, `"1.5s"`, `"500us"`, `"10ns"`
+//! (no unit: seconds). Negative, NaN, infinite and unparsable values are
+//! refused with the field named; zero is refused where the builder refuses
+//! it (every breaker duration, `call_timeout`) and means "do not wait" for
+//! `max_wait`.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::time::Duration;
+
+use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
+
+use crate::breaker::{BreakerConfig, BreakerConfigError};
+use crate::policy::{PolicyConfig, PolicyConfigError};
+
+// ------------------------------------------------------------ field values
+
+/// Why a value of the right shape is still refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    Negative,
+    NotFinite,
+    NotANumber,
+    NotAWholeNumber,
+    NotABool,
+    TooLarge,
+    Unit,
+}
+
+impl fmt::Display for Bad {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bad::Negative => "must not be negative",
+            Bad::NotFinite => "must be a finite number",
+            Bad::NotANumber => "is not a number",
+            Bad::NotAWholeNumber => "must be a whole number",
+            Bad::NotABool => "must be true or false",
+            Bad::TooLarge => "is too large",
+            Bad::Unit => {
+                "has an unknown unit: write a number of seconds, or use ns, us, ms, s, m or h"
+            }
+        })
+    }
+}
+
+/// A kind of field value, read from any self-describing input.
+trait FieldValue: Sized {
+    const EXPECTING: &'static str;
+    fn from_u64(v: u64) -> Result<Self, Bad>;
+    fn from_f64(v: f64) -> Result<Self, Bad>;
+    fn from_str(v: &str) -> Result<Self, Bad>;
+    fn from_i64(v: i64) -> Result<Self, Bad> {
+        match u64::try_from(v) {
+            Ok(v) => Self::from_u64(v),
+            Err(_) => Err(Bad::Negative),
+        }
+    }
+    fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+}
+
+/// A count of calls, probes or connections.
+impl FieldValue for usize {
+    const EXPECTING: &'static str = "a whole number";
+    fn from_u64(v: u64) -> Result<Self, Bad> {
+        usize::try_from(v).map_err(|_| Bad::TooLarge)
+    }
+    fn from_f64(v: f64) -> Result<Self, Bad> {
+        if v.is_nan() || v.is_infinite() {
+            Err(Bad::NotFinite)
+        } else if v < 0.0 {
+            Err(Bad::Negative)
+        } else if v % 1.0 != 0.0 {
+            Err(Bad::NotAWholeNumber)
+        } else if v >= u64::MAX as f64 {
+            Err(Bad::TooLarge)
+        } else {
+            Self::from_u64(v as u64)
+        }
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        let v = v.trim();
+        match v.parse::<u64>() {
+            Ok(n) => Self::from_u64(n),
+            Err(_) => match v.parse::<f64>() {
+                Ok(x) => Self::from_f64(x),
+                Err(_) => Err(Bad::NotANumber),
+            },
+        }
+    }
+}
+
+/// A threshold in percent. Range and the fraction hint are the builder's.
+#[derive(Debug, Clone, Copy)]
+struct Percent(f32);
+
+impl FieldValue for Percent {
+    const EXPECTING: &'static str = "a percentage (30 means 30 %)";
+    fn from_u64(v: u64) -> Result<Self, Bad> {
+        Ok(Percent(v as f32))
+    }
+    fn from_i64(v: i64) -> Result<Self, Bad> {
+        // Negative thresholds reach the builder, whose message gives the range.
+        Ok(Percent(v as f32))
+    }
+    fn from_f64(v: f64) -> Result<Self, Bad> {
+        Ok(Percent(v as f32))
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        let v = v.trim();
+        let v = v.strip_suffix('%').unwrap_or(v).trim_end();
+        v.parse::<f64>()
+            .map(Self::from_f64)
+            .unwrap_or(Err(Bad::NotANumber))
+    }
+}
+
+impl FieldValue for Duration {
+    const EXPECTING: &'static str =
+        "a duration: a number of seconds (30, 0.25) or a string with a unit (\"250ms\", \"30s\", \"2m\")";
+    fn from_u64(v: u64) -> Result<Self, Bad> {
+        Ok(Duration::from_secs(v))
+    }
+    fn from_f64(v: f64) -> Result<Self, Bad> {
+        if v.is_nan() || v.is_infinite() {
+            Err(Bad::NotFinite)
+        } else if v < 0.0 {
+            Err(Bad::Negative)
+        } else {
+            Duration::try_from_secs_f64(v).map_err(|_| Bad::TooLarge)
+        }
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        parse_duration(v)
+    }
+}
+
+impl FieldValue for bool {
+    const EXPECTING: &'static str = "true or false";
+    fn from_u64(_: u64) -> Result<Self, Bad> {
+        Err(Bad::NotABool)
+    }
+    fn from_f64(_: f64) -> Result<Self, Bad> {
+        Err(Bad::NotABool)
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("true") {
+            Ok(true)
+        } else if v.eq_ignore_ascii_case("false") {
+            Ok(false)
+        } else {
+            Err(Bad::NotABool)
+        }
+    }
+    fn from_bool(v: bool) -> Option<Self> {
+        Some(v)
+    }
+}
+
+/// `<number>[.<digits>][unit]`, exact to the nanosecond (no float rounding):
+/// `"250ms"`, `"1.5s"`, `"2m"`, `"30"` (seconds).
+fn parse_duration(s: &str) -> Result<Duration, Bad> {
+    let s = s.trim();
+    if s.starts_with('-') {
+        return Err(Bad::Negative);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let unit_ns: u128 = match unit.trim_start() {
+        "" | "s" | "sec" | "secs" => 1_000_000_000,
+        "ms" => 1_000_000,
+        "us" | "µs" => 1_000,
+        "ns" => 1,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ if number.is_empty() => return Err(Bad::NotANumber),
+        _ => return Err(Bad::Unit),
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && frac.is_empty() || frac.contains('.') {
+        return Err(Bad::NotANumber);
+    }
+    let mut ns: u128 = 0;
+    for d in whole.bytes() {
+        ns = ns
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u128::from(d - b'0')))
+            .ok_or(Bad::TooLarge)?;
+    }
+    ns = ns.checked_mul(unit_ns).ok_or(Bad::TooLarge)?;
+    // Digits past the 18th are below a nanosecond for every unit: dropped.
+    let (mut num, mut den) = (0u128, 1u128);
+    for d in frac.bytes().take(18) {
+        num = num * 10 + u128::from(d - b'0');
+        den *= 10;
+    }
+    ns = ns.checked_add(num * unit_ns / den).ok_or(Bad::TooLarge)?;
+    let secs = u64::try_from(ns / 1_000_000_000).map_err(|_| Bad::TooLarge)?;
+    Ok(Duration::new(secs, (ns % 1_000_000_000) as u32))
+}
+
+/// Reads one field's value, naming the field in every error.
+struct FieldVisitor<T> {
+    field: &'static str,
+    _value: PhantomData<T>,
+}
+
+impl<T: FieldValue> FieldVisitor<T> {
+    fn new(field: &'static str) -> Self {
+        FieldVisitor {
+            field,
+            _value: PhantomData,
+        }
+    }
+
+    fn check<E: de::Error>(&self, r: Result<T, Bad>, shown: &dyn fmt::Display) -> Result<T, E> {
+        r.map_err(|why| {
+            E::custom(format_args!(
+                "invalid value for `{}`: {} {}",
+                self.field, shown, why
+            ))
+        })
+    }
+}
+
+impl<'de, T: FieldValue> Visitor<'de> for FieldVisitor<T> {
+    type Value = Option<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} for `{}`", T::EXPECTING, self.field)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        match T::from_bool(v) {
+            Some(v) => Ok(Some(v)),
+            None => Err(E::invalid_type(Unexpected::Bool(v), &self)),
+        }
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        self.check(T::from_u64(v), &v).map(Some)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        self.check(T::from_i64(v), &v).map(Some)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        self.check(T::from_f64(v), &v).map(Some)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        self.check(T::from_str(v), &format_args!("{v:?}")).map(Some)
+    }
+
+    /// An explicit `null` keeps the default.
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// One `deserialize_with` function per field, so each error names its field.
+macro_rules! fields {
+    ($($name:ident: $ty:ty = $key:literal;)*) => {$(
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+            d.deserialize_any(FieldVisitor::<$ty>::new($key))
+        }
+    )*};
+}
+
+fields! {
+    window_size: usize = "window_size";
+    min_calls: usize = "min_calls";
+    failure_rate: Percent = "failure_rate";
+    slow_call_rate: Percent = "slow_call_rate";
+    slow_call_duration: Duration = "slow_call_duration";
+    open_duration: Duration = "open_duration";
+    half_open_calls: usize = "half_open_calls";
+    max_half_open_wait: Duration = "max_half_open_wait";
+
+    cb_window_size: usize = "cb_window_size";
+    cb_min_calls: usize = "cb_min_calls";
+    cb_failure_rate: Percent = "cb_failure_rate";
+    cb_slow_call_rate: Percent = "cb_slow_call_rate";
+    cb_slow_call_duration: Duration = "cb_slow_call_duration";
+    cb_open_duration: Duration = "cb_open_duration";
+    cb_half_open_calls: usize = "cb_half_open_calls";
+    cb_max_half_open_wait: Duration = "cb_max_half_open_wait";
+
+    max_concurrent: usize = "max_concurrent";
+    pool_size: usize = "pool_size";
+    max_wait: Duration = "max_wait";
+    allow_long_max_wait: bool = "allow_long_max_wait";
+    call_timeout: Duration = "call_timeout";
+}
+
+// ------------------------------------------------------------ the breaker
+
+/// The breaker's settings as written; `None` keeps the default.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a circuit breaker config")]
+struct RawBreaker {
+    #[serde(default, deserialize_with = "window_size")]
+    window_size: Option<usize>,
+    #[serde(default, alias = "minimum_calls", deserialize_with = "min_calls")]
+    min_calls: Option<usize>,
+    #[serde(
+        default,
+        alias = "failure_rate_threshold",
+        deserialize_with = "failure_rate"
+    )]
+    failure_rate: Option<Percent>,
+    #[serde(
+        default,
+        alias = "slow_call_rate_threshold",
+        deserialize_with = "slow_call_rate"
+    )]
+    slow_call_rate: Option<Percent>,
+    #[serde(
+        default,
+        alias = "slow_threshold",
+        deserialize_with = "slow_call_duration"
+    )]
+    slow_call_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "open_duration")]
+    open_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "half_open_calls")]
+    half_open_calls: Option<usize>,
+    #[serde(default, deserialize_with = "max_half_open_wait")]
+    max_half_open_wait: Option<Duration>,
+}
+
+impl RawBreaker {
+    fn is_empty(&self) -> bool {
+        self.window_size.is_none()
+            && self.min_calls.is_none()
+            && self.failure_rate.is_none()
+            && self.slow_call_rate.is_none()
+            && self.slow_call_duration.is_none()
+            && self.open_duration.is_none()
+            && self.half_open_calls.is_none()
+            && self.max_half_open_wait.is_none()
+    }
+
+    /// Builds through [`BreakerConfig::builder`]; `prefix` is how the
+    /// input spelled the keys (`""`, `"cb_"`, `"breaker."`).
+    fn build<E: de::Error>(self, prefix: &str) -> Result<BreakerConfig, E> {
+        let mut b = BreakerConfig::builder();
+        if let Some(n) = self.window_size {
+            b = b.window_size(n);
+        }
+        if let Some(n) = self.min_calls {
+            b = b.minimum_calls(n);
+        }
+        if let Some(Percent(p)) = self.failure_rate {
+            b = b.failure_rate_threshold(p);
+        }
+        if let Some(Percent(p)) = self.slow_call_rate {
+            b = b.slow_call_rate_threshold(p);
+        }
+        if let Some(d) = self.slow_call_duration {
+            b = b.slow_call_duration(d);
+        }
+        if let Some(d) = self.open_duration {
+            b = b.open_duration(d);
+        }
+        if let Some(n) = self.half_open_calls {
+            b = b.half_open_calls(n);
+        }
+        if let Some(d) = self.max_half_open_wait {
+            b = b.max_half_open_wait(d);
+        }
+        b.build().map_err(|e| breaker_error(prefix, e))
+    }
+}
+
+/// The builder's field name as the input spells it.
+fn breaker_key(field: &str) -> &str {
+    match field {
+        "minimum_calls" => "min_calls",
+        "failure_rate_threshold" => "failure_rate",
+        "slow_call_rate_threshold" => "slow_call_rate",
+        other => other,
+    }
+}
+
+fn breaker_error<E: de::Error>(prefix: &str, e: BreakerConfigError) -> E {
+    E::custom(format_args!(
+        "invalid value for `{prefix}{}`: {e}",
+        breaker_key(e.field())
+    ))
+}
+
+/// Reads a breaker config from a map of the keys below, each optional
+/// (a missing key keeps seed 002's default), and checks it with
+/// [`BreakerConfig::builder`]; an error names the key.
+///
+/// | key (alias) | unit | default |
+/// |---|---|---|
+/// | `window_size` | calls | 50 |
+/// | `min_calls` (`minimum_calls`) | calls | 10 |
+/// | `failure_rate` (`failure_rate_threshold`) | percent | 50 |
+/// | `slow_call_rate` (`slow_call_rate_threshold`) | percent | 100 |
+/// | `slow_call_duration` (`slow_threshold`) | duration | off |
+/// | `open_duration` | duration | 30 s |
+/// | `half_open_calls` | calls | 3 |
+/// | `max_half_open_wait` | duration | no limit |
+///
+/// Thresholds are percent (`30` is 30 %; `0.3` is refused with a hint). A
+/// duration is a number of seconds (`30`, `0.25`) or a string with a unit
+/// (`"250ms"`, `"30s"`, `"2m"`). Unknown keys are refused. Numbers may come
+/// as strings, as environment variables do, and an explicit null keeps the
+/// default.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::BreakerConfig;
+///
+/// let env = [("CB_FAILURE_RATE", "30"), ("CB_OPEN_DURATION", "45s"), ("OTHER", "x")];
+/// let env = env.map(|(k, v)| (k.to_string(), v.to_string()));
+/// let config: BreakerConfig = envy::prefixed("CB_").from_iter(env.clone()).unwrap();
+/// assert_eq!(config.failure_rate_threshold(), 30.0);
+/// assert_eq!(config.open_duration(), Duration::from_secs(45));
+/// assert_eq!(config.window_size(), 50);
+///
+/// let env = [("CB_FAILURE_RATE".to_string(), "0.3".to_string())];
+/// let err = envy::prefixed("CB_").from_iter::<_, BreakerConfig>(env).unwrap_err();
+/// assert!(err.to_string().contains("`failure_rate`"));
+/// assert!(err.to_string().contains("percent"));
+/// ```
+impl<'de> Deserialize<'de> for BreakerConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RawBreaker::deserialize(d)?.build("")
+    }
+}
+
+// ------------------------------------------------------------ the policy
+
+/// The policy's settings as written, the breaker nested or flat (`cb_`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a policy config")]
+struct RawPolicy {
+    #[serde(
+        default,
+        alias = "bulkhead_max_concurrent",
+        deserialize_with = "max_concurrent"
+    )]
+    max_concurrent: Option<usize>,
+    #[serde(default, deserialize_with = "pool_size")]
+    pool_size: Option<usize>,
+    #[serde(
+        default,
+        alias = "bulkhead_acquire_timeout",
+        deserialize_with = "max_wait"
+    )]
+    max_wait: Option<Duration>,
+    #[serde(default, deserialize_with = "allow_long_max_wait")]
+    allow_long_max_wait: Option<bool>,
+    #[serde(default, deserialize_with = "call_timeout")]
+    call_timeout: Option<Duration>,
+    #[serde(default)]
+    breaker: Option<RawBreaker>,
+
+    #[serde(default, deserialize_with = "cb_window_size")]
+    cb_window_size: Option<usize>,
+    #[serde(default, alias = "cb_minimum_calls", deserialize_with = "cb_min_calls")]
+    cb_min_calls: Option<usize>,
+    #[serde(default, deserialize_with = "cb_failure_rate")]
+    cb_failure_rate: Option<Percent>,
+    #[serde(default, deserialize_with = "cb_slow_call_rate")]
+    cb_slow_call_rate: Option<Percent>,
+    #[serde(
+        default,
+        alias = "cb_slow_threshold",
+        deserialize_with = "cb_slow_call_duration"
+    )]
+    cb_slow_call_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "cb_open_duration")]
+    cb_open_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "cb_half_open_calls")]
+    cb_half_open_calls: Option<usize>,
+    #[serde(default, deserialize_with = "cb_max_half_open_wait")]
+    cb_max_half_open_wait: Option<Duration>,
+}
+
+impl RawPolicy {
+    fn build<E: de::Error>(self) -> Result<PolicyConfig, E> {
+        let flat = RawBreaker {
+            window_size: self.cb_window_size,
+            min_calls: self.cb_min_calls,
+            failure_rate: self.cb_failure_rate,
+            slow_call_rate: self.cb_slow_call_rate,
+            slow_call_duration: self.cb_slow_call_duration,
+            open_duration: self.cb_open_duration,
+            half_open_calls: self.cb_half_open_calls,
+            max_half_open_wait: self.cb_max_half_open_wait,
+        };
+        let breaker =
+            match self.breaker {
+                Some(_) if !flat.is_empty() => return Err(E::custom(
+                    "set the breaker either as a nested `breaker` or as `cb_*` fields, not both",
+                )),
+                Some(nested) => nested.build("breaker.")?,
+                None => flat.build("cb_")?,
+            };
+        let (mut b, size_key) = match (self.max_concurrent, self.pool_size) {
+            (Some(_), Some(_)) => {
+                return Err(E::custom(
+                    "set `max_concurrent` or `pool_size` (max_concurrent = pool_size × 0.8), not both",
+                ))
+            }
+            (Some(n), None) => (PolicyConfig::builder(n), "max_concurrent"),
+            (None, Some(0)) => {
+                return Err(E::custom(
+                    "invalid value for `pool_size`: pool_size must not be zero",
+                ))
+            }
+            (None, Some(pool)) => (PolicyConfig::for_pool(pool), "pool_size"),
+            (None, None) => {
+                return Err(E::custom(
+                    "missing field `max_concurrent` (or `pool_size`, for max_concurrent = pool_size × 0.8)",
+                ))
+            }
+        };
+        b = b.breaker(breaker);
+        if let Some(d) = self.max_wait {
+            b = b.max_wait(d);
+        }
+        if self.allow_long_max_wait == Some(true) {
+            b = b.allow_long_max_wait();
+        }
+        if let Some(d) = self.call_timeout {
+            b = b.call_timeout(d);
+        }
+        b.build().map_err(|e| match e {
+            PolicyConfigError::Breaker(e) => breaker_error("", e),
+            e => {
+                let key = match e.field() {
+                    "max_concurrent" => size_key,
+                    other => other,
+                };
+                let hint = match e {
+                    PolicyConfigError::MaxWaitTooLong { .. } => {
+                        "; in config: allow_long_max_wait = true"
+                    }
+                    _ => "",
+                };
+                E::custom(format_args!("invalid value for `{key}`: {e}{hint}"))
+            }
+        })
+    }
+}
+
+/// Reads a policy config from a map of the keys below, each optional
+/// but for the size, and checks it with [`PolicyConfig::builder`]; an error
+/// names the key.
+///
+/// | key (alias) | unit | default |
+/// |---|---|---|
+/// | `max_concurrent` (`bulkhead_max_concurrent`) | calls | required, or `pool_size` |
+/// | `pool_size` | connections | `max_concurrent = pool_size × 0.8` |
+/// | `max_wait` (`bulkhead_acquire_timeout`) | duration | 100 ms |
+/// | `allow_long_max_wait` | bool | false: a `max_wait` above 1 s is refused |
+/// | `call_timeout` | duration | 30 s |
+/// | `breaker` | a nested breaker map (see [`BreakerConfig`]'s `Deserialize`) | defaults |
+/// | `cb_window_size`, `cb_min_calls`, `cb_failure_rate`, … | the breaker's keys, flat, with a `cb_` prefix | defaults |
+///
+/// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
+/// either nested (TOML, YAML, JSON) or flat (environment variables, as the
+/// seeds do: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30` read with
+/// `envy::prefixed("CLIENT_PAYMENTS__")`), not both. The breaker's window is
+/// checked against the policy's `N` by [`Policy::new`](crate::Policy::new).
+/// Durations, numbers-as-strings and null as for [`BreakerConfig`]. With
+/// `#[serde(flatten)]` inside an application's settings, unknown keys go to
+/// the outer struct rather than being refused.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::PolicyConfig;
+///
+/// let env = [
+///     ("CLIENT_PAYMENTS__POOL_SIZE", "10"),
+///     ("CLIENT_PAYMENTS__CALL_TIMEOUT", "5"),
+///     ("CLIENT_PAYMENTS__CB_FAILURE_RATE", "30"),
+///     ("CLIENT_PAYMENTS__CB_SLOW_CALL_DURATION", "2.5s"),
+///     ("CLIENT_INVENTORY__MAX_CONCURRENT", "20"),
+/// ]
+/// .map(|(k, v)| (k.to_string(), v.to_string()));
+///
+/// let payments: PolicyConfig = envy::prefixed("CLIENT_PAYMENTS__").from_iter(env.clone()).unwrap();
+/// assert_eq!(payments.max_concurrent(), 8);
+/// assert_eq!(payments.call_timeout(), Duration::from_secs(5));
+/// assert_eq!(payments.breaker().failure_rate_threshold(), 30.0);
+/// assert_eq!(payments.breaker().slow_call_duration(), Some(Duration::from_millis(2500)));
+///
+/// let inventory: PolicyConfig = envy::prefixed("CLIENT_INVENTORY__").from_iter(env).unwrap();
+/// assert_eq!(inventory.max_concurrent(), 20);
+/// assert_eq!(inventory.max_wait(), Duration::from_millis(100));
+/// ```
+impl<'de> Deserialize<'de> for PolicyConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RawPolicy::deserialize(d)?.build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_exactly() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("0.25"), Ok(ms(250)));
+        assert_eq!(parse_duration("250ms"), Ok(ms(250)));
+        assert_eq!(parse_duration(" 1.5 s "), Ok(ms(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("0.1"), Ok(ms(100)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_duration("7ns"), Ok(Duration::from_nanos(7)));
+        assert_eq!(parse_duration(".5s"), Ok(ms(500)));
+        assert_eq!(parse_duration("1.0000000001s"), Ok(Duration::new(1, 0)));
+        assert_eq!(parse_duration("-1s"), Err(Bad::Negative));
+        assert_eq!(parse_duration("30x"), Err(Bad::Unit));
+        assert_eq!(parse_duration("s"), Err(Bad::NotANumber));
+        assert_eq!(parse_duration(""), Err(Bad::NotANumber));
+        assert_eq!(parse_duration("."), Err(Bad::NotANumber));
+        assert_eq!(parse_duration("1.2.3"), Err(Bad::NotANumber));
+        assert_eq!(parse_duration("NaN"), Err(Bad::NotANumber));
+        assert_eq!(
+            parse_duration("99999999999999999999999h"),
+            Err(Bad::TooLarge)
+        );
+    }
+
+    #[test]
+    fn counts_and_bools_from_strings() {
+        assert_eq!(<usize as FieldValue>::from_str(" 12 "), Ok(12));
+        assert_eq!(<usize as FieldValue>::from_str("12.0"), Ok(12));
+        assert_eq!(
+            <usize as FieldValue>::from_str("1.5"),
+            Err(Bad::NotAWholeNumber)
+        );
+        assert_eq!(<usize as FieldValue>::from_str("-3"), Err(Bad::Negative));
+        assert_eq!(<usize as FieldValue>::from_str("x"), Err(Bad::NotANumber));
+        assert_eq!(<bool as FieldValue>::from_str("TRUE"), Ok(true));
+        assert_eq!(<bool as FieldValue>::from_str("yes"), Err(Bad::NotABool));
+    }
+}

@@ -93,6 +93,15 @@
 //! - `tokio`: `clock::TokioClock`.
 //! - `async-io`: `clock::AsyncIoClock`, for smol and async-std.
 //! - `embassy`: `clock::EmbassyClock`.
+//! - `tower`: `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and
+//!   a policy (inbound load shedding, outbound protection).
+//! - `metrics`: `metrics` — exporters that copy bulkhead, breaker and policy
+//!   numbers into the `metrics` facade under the seeds' names, with handles
+//!   registered once.
+//! - `tracing`: one `tracing` event per breaker transition and per
+//!   rejection, with the system's name.
+//! - `serde`: `Deserialize` for `BreakerConfig` and `PolicyConfig`,
+//!   validated (errors name the field; thresholds are percent).
 //!
 //! Without `alloc`, the fail-fast bulkhead (`try_acquire*`) and the whole
 //! circuit breaker still build and need no allocator.

@@ -1,1 +1,464 @@
-//! Export through the `metrics` facade (feature `metrics`).
+//! Export bulkhead, breaker and policy numbers through the [`metrics`]
+//! facade (feature `metrics`), under the names the seeds use.
+//!
+//! An exporter is made once per system, from the bulkhead, breaker or
+//! policy it reports on: it registers its gauge and counter handles at
+//! construction, with the system's name as the `system` label, and never
+//! looks a metric up again. Calls pay nothing: the primitives keep their
+//! own atomic counters whatever happens, and
+//! [`update`](PolicyExporter::update) copies a snapshot of them into the
+//! handles (counters with `absolute`, so they never go back).
+//!
+//! # When to call `update`
+//!
+//! Right before the numbers are read: in the `/metrics` scrape handler
+//! before rendering (the usual way with a pull exporter such as Prometheus),
+//! or from a periodic task at the push interval for a push exporter. Between
+//! updates the exported values are those of the last update. A
+//! [`StateListener`] keeps `circuit_breaker_state` current between updates
+//! by setting it on every transition.
+//!
+//! Handles bind to the recorder that is current when the exporter is made
+//! (the global one, or the one of [`metrics::with_local_recorder`]):
+//! install the recorder first.
+//!
+//! # Metrics
+//!
+//! | name | type | labels | value |
+//! |------|------|--------|-------|
+//! | `bulkhead_active_calls` | gauge | `system` | permits held now |
+//! | `bulkhead_capacity` | gauge | `system` | the current capacity |
+//! | `bulkhead_waiting_calls` | gauge | `system` | tasks waiting for a slot now |
+//! | `bulkhead_accepted_total` | counter | `system` | slots granted |
+//! | `bulkhead_rejected_total` | counter | `system`, `reason` | refusals: `reason` is `full`, `timed_out` or `closed` |
+//! | `circuit_breaker_state` | gauge | `system` | 0 closed, 1 open, 2 half_open, 3 forced_open, 4 disabled ([`state_code`]) |
+//! | `circuit_breaker_calls` | gauge | `system`, `outcome` | outcomes in the window now: `outcome` is `success` or `failure` |
+//! | `circuit_breaker_slow_calls` | gauge | `system` | slow calls in the window now (successes or failures) |
+//! | `circuit_breaker_failure_rate` | gauge | `system` | failures in the window, percent; NaN below `minimum_calls` |
+//! | `circuit_breaker_slow_call_rate` | gauge | `system` | slow calls in the window, percent; NaN below `minimum_calls` |
+//! | `circuit_breaker_rejected_total` | counter | `system` | calls the breaker refused |
+//!
+//! The breaker's call numbers are **gauges of its window** (the last
+//! `window_size` outcomes), the very numbers it trips on — not totals: a
+//! breaker keeps no lifetime count of calls, and a window that slides or is
+//! emptied by a transition goes down. Do not apply `rate()` to them; to
+//! count calls over time, count them where you make them. `circuit_breaker_state`
+//! is the breaker's [`state`](crate::CircuitBreaker::state): an open breaker
+//! whose wait is over reads as half-open (the next call would be a probe).
+//!
+//! Counters wrap at `usize::MAX` with the primitives' own counters (on
+//! 32-bit targets only after four billion refusals).
+//!
+//! # Example
+//!
+//! ```
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use watertight::clock::ManualClock;
+//! use watertight::metrics::PolicyExporter;
+//! use watertight::policy::{Policy, PolicyConfig};
+//!
+//! let recorder = PrometheusBuilder::new().build_recorder();
+//! let prometheus = recorder.handle();
+//! let clock = ManualClock::new();
+//! let config = PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap();
+//! let payments: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+//!
+//! // Once, at start-up (here on a local recorder; usually the global one).
+//! let exporter = metrics::with_local_recorder(&recorder, || {
+//!     watertight::metrics::describe();
+//!     PolicyExporter::new(&payments)
+//! });
+//!
+//! let _held = payments.bulkhead().try_acquire().unwrap();
+//! let _ = payments.bulkhead().try_acquire(); // refused: full
+//!
+//! // In the scrape handler:
+//! exporter.update(&payments);
+//! let text = prometheus.render();
+//! assert!(text.contains(r#"bulkhead_rejected_total{system="payments",reason="full"} 1"#));
+//! assert!(text.contains(r#"bulkhead_active_calls{system="payments"} 1"#));
+//! assert!(text.contains(r#"circuit_breaker_state{system="payments"} 0"#));
+//! ```
+
+use ::metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge, Unit};
+
+use crate::breaker::{BreakerMetrics, CircuitBreaker, OnTransition, State, Transition};
+use crate::bulkhead::{Bulkhead, BulkheadMetrics};
+use crate::clock::Clock;
+use crate::policy::Policy;
+
+/// `bulkhead_active_calls{system}`: permits held now (gauge).
+pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
+/// `bulkhead_capacity{system}`: the current capacity (gauge).
+pub const BULKHEAD_CAPACITY: &str = "bulkhead_capacity";
+/// `bulkhead_waiting_calls{system}`: tasks waiting for a slot now (gauge).
+pub const BULKHEAD_WAITING_CALLS: &str = "bulkhead_waiting_calls";
+/// `bulkhead_accepted_total{system}`: slots granted (counter).
+pub const BULKHEAD_ACCEPTED_TOTAL: &str = "bulkhead_accepted_total";
+/// `bulkhead_rejected_total{system,reason}`: refusals by reason, `full`,
+/// `timed_out` or `closed` (counter).
+pub const BULKHEAD_REJECTED_TOTAL: &str = "bulkhead_rejected_total";
+/// `circuit_breaker_state{system}`: the state as a number, see [`state_code`]
+/// (gauge).
+pub const CIRCUIT_BREAKER_STATE: &str = "circuit_breaker_state";
+/// `circuit_breaker_calls{system,outcome}`: outcomes in the window now,
+/// `success` or `failure` (gauge).
+pub const CIRCUIT_BREAKER_CALLS: &str = "circuit_breaker_calls";
+/// `circuit_breaker_slow_calls{system}`: slow calls in the window now (gauge).
+pub const CIRCUIT_BREAKER_SLOW_CALLS: &str = "circuit_breaker_slow_calls";
+/// `circuit_breaker_failure_rate{system}`: failures in the window in
+/// percent, NaN below `minimum_calls` (gauge).
+pub const CIRCUIT_BREAKER_FAILURE_RATE: &str = "circuit_breaker_failure_rate";
+/// `circuit_breaker_slow_call_rate{system}`: slow calls in the window in
+/// percent, NaN below `minimum_calls` (gauge).
+pub const CIRCUIT_BREAKER_SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate";
+/// `circuit_breaker_rejected_total{system}`: calls the breaker refused
+/// (counter).
+pub const CIRCUIT_BREAKER_REJECTED_TOTAL: &str = "circuit_breaker_rejected_total";
+
+/// The value of `circuit_breaker_state` for a state: 0 closed, 1 open,
+/// 2 half-open, 3 forced open, 4 disabled. Alert on `> 0` for "not closed".
+///
+/// # Examples
+///
+/// ```
+/// use watertight::breaker::State;
+/// use watertight::metrics::state_code;
+///
+/// assert_eq!(state_code(State::Closed), 0);
+/// assert_eq!(state_code(State::HalfOpen), 2);
+/// assert_eq!(state_code(State::Disabled), 4);
+/// ```
+pub const fn state_code(state: State) -> u8 {
+    match state {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+        State::ForcedOpen => 3,
+        State::Disabled => 4,
+    }
+}
+
+/// Describes every metric of this module (help text and unit) to the current
+/// recorder, for the `# HELP` lines of a Prometheus scrape. Call it once at
+/// start-up, after installing the recorder; exporters work without it.
+///
+/// # Examples
+///
+/// ```
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// metrics::with_local_recorder(&recorder, || {
+///     watertight::metrics::describe();
+///     metrics::gauge!("bulkhead_active_calls", "system" => "payments").set(0);
+/// });
+/// assert!(prometheus.render().contains("# HELP bulkhead_active_calls"));
+/// ```
+pub fn describe() {
+    describe_gauge!(
+        BULKHEAD_ACTIVE_CALLS,
+        Unit::Count,
+        "Calls holding a bulkhead slot now"
+    );
+    describe_gauge!(BULKHEAD_CAPACITY, Unit::Count, "Bulkhead slots");
+    describe_gauge!(
+        BULKHEAD_WAITING_CALLS,
+        Unit::Count,
+        "Calls waiting for a bulkhead slot now"
+    );
+    describe_counter!(
+        BULKHEAD_ACCEPTED_TOTAL,
+        Unit::Count,
+        "Bulkhead slots granted"
+    );
+    describe_counter!(
+        BULKHEAD_REJECTED_TOTAL,
+        Unit::Count,
+        "Calls refused by the bulkhead, by reason (full, timed_out, closed)"
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_STATE,
+        "Circuit breaker state: 0 closed, 1 open, 2 half_open, 3 forced_open, 4 disabled"
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_CALLS,
+        Unit::Count,
+        "Call outcomes in the breaker's window now, by outcome (success, failure)"
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_SLOW_CALLS,
+        Unit::Count,
+        "Slow calls in the breaker's window now"
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_FAILURE_RATE,
+        Unit::Percent,
+        "Failures in the breaker's window, percent (NaN below minimum_calls)"
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_SLOW_CALL_RATE,
+        Unit::Percent,
+        "Slow calls in the breaker's window, percent (NaN below minimum_calls)"
+    );
+    describe_counter!(
+        CIRCUIT_BREAKER_REJECTED_TOTAL,
+        Unit::Count,
+        "Calls refused by the circuit breaker"
+    );
+}
+
+/// A `usize` counter value as the facade's `u64` (lossless: `usize` is at
+/// most 64 bits on every target Rust supports).
+#[inline]
+fn count(n: usize) -> u64 {
+    n as u64
+}
+
+/// The `bulkhead_*` metrics of one bulkhead, registered once.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::Bulkhead;
+/// use watertight::clock::StdClock;
+/// use watertight::metrics::BulkheadExporter;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let search = Bulkhead::new("search", 1, StdClock);
+/// let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&search));
+///
+/// let _held = search.try_acquire().unwrap();
+/// search.close();
+/// let _ = search.try_acquire();
+/// exporter.update(&search);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"bulkhead_rejected_total{system="search",reason="closed"} 1"#));
+/// assert!(text.contains(r#"bulkhead_accepted_total{system="search"} 1"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct BulkheadExporter {
+    active: Gauge,
+    capacity: Gauge,
+    waiting: Gauge,
+    accepted: Counter,
+    rejected_full: Counter,
+    rejected_timed_out: Counter,
+    rejected_closed: Counter,
+}
+
+impl BulkheadExporter {
+    /// Registers the handles for `bulkhead` (labelled with its name) with
+    /// the current recorder, and exports its numbers now.
+    pub fn new<C>(bulkhead: &Bulkhead<C>) -> Self {
+        let exporter = Self::named(bulkhead.name());
+        exporter.update(bulkhead);
+        exporter
+    }
+
+    /// Registers the handles for the system `system`, exporting nothing yet:
+    /// feed it with [`record`](Self::record).
+    pub fn named(system: &'static str) -> Self {
+        let rejected = |reason: &'static str| {
+            let labels = [("system", system), ("reason", reason)];
+            counter!(BULKHEAD_REJECTED_TOTAL, &labels)
+        };
+        BulkheadExporter {
+            active: gauge!(BULKHEAD_ACTIVE_CALLS, "system" => system),
+            capacity: gauge!(BULKHEAD_CAPACITY, "system" => system),
+            waiting: gauge!(BULKHEAD_WAITING_CALLS, "system" => system),
+            accepted: counter!(BULKHEAD_ACCEPTED_TOTAL, "system" => system),
+            rejected_full: rejected("full"),
+            rejected_timed_out: rejected("timed_out"),
+            rejected_closed: rejected("closed"),
+        }
+    }
+
+    /// Copies the bulkhead's numbers now into the handles. Pass the
+    /// bulkhead this exporter was made from.
+    pub fn update<C>(&self, bulkhead: &Bulkhead<C>) {
+        self.record(&bulkhead.metrics());
+    }
+
+    /// Copies a snapshot into the handles.
+    pub fn record(&self, m: &BulkheadMetrics) {
+        self.active.set(m.in_flight as f64);
+        self.capacity.set(m.capacity as f64);
+        self.waiting.set(m.waiting as f64);
+        self.accepted.absolute(count(m.accepted));
+        self.rejected_full.absolute(count(m.rejected_full));
+        self.rejected_timed_out
+            .absolute(count(m.rejected_timed_out));
+        self.rejected_closed.absolute(count(m.rejected_closed));
+    }
+}
+
+/// The `circuit_breaker_*` metrics of one breaker, registered once.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::clock::ManualClock;
+/// use watertight::metrics::BreakerExporter;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let config = BreakerConfig::builder().window_size(4).minimum_calls(2).build().unwrap();
+/// let shipping: CircuitBreaker<_, 4> = CircuitBreaker::new("shipping", config, &clock);
+/// let exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::new(&shipping));
+///
+/// shipping.try_acquire().unwrap().success();
+/// shipping.try_acquire().unwrap().failure(); // 50 %: opens
+/// let _ = shipping.try_acquire(); // refused
+/// exporter.update(&shipping);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"circuit_breaker_state{system="shipping"} 1"#));
+/// assert!(text.contains(r#"circuit_breaker_rejected_total{system="shipping"} 1"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct BreakerExporter {
+    state: Gauge,
+    successes: Gauge,
+    failures: Gauge,
+    slow: Gauge,
+    failure_rate: Gauge,
+    slow_call_rate: Gauge,
+    rejected: Counter,
+}
+
+impl BreakerExporter {
+    /// Registers the handles for `breaker` (labelled with its name) with the
+    /// current recorder, and exports its numbers now.
+    pub fn new<C: Clock, const N: usize, H: OnTransition>(
+        breaker: &CircuitBreaker<C, N, H>,
+    ) -> Self {
+        let exporter = Self::named(breaker.name());
+        exporter.update(breaker);
+        exporter
+    }
+
+    /// Registers the handles for the system `system`, exporting nothing yet:
+    /// feed it with [`record`](Self::record).
+    pub fn named(system: &'static str) -> Self {
+        BreakerExporter {
+            state: gauge!(CIRCUIT_BREAKER_STATE, "system" => system),
+            successes: gauge!(CIRCUIT_BREAKER_CALLS, "system" => system, "outcome" => "success"),
+            failures: gauge!(CIRCUIT_BREAKER_CALLS, "system" => system, "outcome" => "failure"),
+            slow: gauge!(CIRCUIT_BREAKER_SLOW_CALLS, "system" => system),
+            failure_rate: gauge!(CIRCUIT_BREAKER_FAILURE_RATE, "system" => system),
+            slow_call_rate: gauge!(CIRCUIT_BREAKER_SLOW_CALL_RATE, "system" => system),
+            rejected: counter!(CIRCUIT_BREAKER_REJECTED_TOTAL, "system" => system),
+        }
+    }
+
+    /// Copies the breaker's numbers now into the handles (it reads the
+    /// breaker's clock once or twice). Pass the breaker this exporter was
+    /// made from.
+    pub fn update<C: Clock, const N: usize, H: OnTransition>(
+        &self,
+        breaker: &CircuitBreaker<C, N, H>,
+    ) {
+        self.record(&breaker.metrics());
+    }
+
+    /// Copies a snapshot into the handles.
+    pub fn record(&self, m: &BreakerMetrics) {
+        self.state.set(state_code(m.state));
+        self.successes
+            .set(m.calls.saturating_sub(m.failed_calls) as f64);
+        self.failures.set(m.failed_calls as f64);
+        self.slow.set(m.slow_calls as f64);
+        self.failure_rate.set(m.failure_rate.unwrap_or(f32::NAN));
+        self.slow_call_rate
+            .set(m.slow_call_rate.unwrap_or(f32::NAN));
+        self.rejected.absolute(count(m.rejected));
+    }
+}
+
+/// Both exporters of a [`Policy`]: its bulkhead's and its breaker's, under
+/// the policy's name.
+///
+/// See the [module docs](self) for an example.
+#[derive(Debug, Clone)]
+pub struct PolicyExporter {
+    bulkhead: BulkheadExporter,
+    breaker: BreakerExporter,
+}
+
+impl PolicyExporter {
+    /// Registers the handles for `policy` (labelled with its name) with the
+    /// current recorder, and exports its numbers now.
+    pub fn new<C, const N: usize>(policy: &Policy<C, N>) -> Self
+    where
+        C: Clock,
+    {
+        PolicyExporter {
+            bulkhead: BulkheadExporter::new(policy.bulkhead()),
+            breaker: BreakerExporter::new(policy.breaker()),
+        }
+    }
+
+    /// Copies the policy's numbers now into the handles. Pass the policy this
+    /// exporter was made from.
+    pub fn update<C, const N: usize>(&self, policy: &Policy<C, N>)
+    where
+        C: Clock,
+    {
+        self.bulkhead.update(policy.bulkhead());
+        self.breaker.update(policy.breaker());
+    }
+
+    /// The bulkhead's exporter.
+    pub fn bulkhead(&self) -> &BulkheadExporter {
+        &self.bulkhead
+    }
+
+    /// The breaker's exporter.
+    pub fn breaker(&self) -> &BreakerExporter {
+        &self.breaker
+    }
+}
+
+/// A breaker listener that sets `circuit_breaker_state{system}` on every
+/// transition, so the gauge is current between [`update`](BreakerExporter::update)s.
+/// Its handle is registered once, when it is made.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::clock::ManualClock;
+/// use watertight::metrics::StateListener;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let listener = metrics::with_local_recorder(&recorder, || StateListener::new("ledger"));
+/// let ledger: CircuitBreaker<_, 64, _> =
+///     CircuitBreaker::with_listener("ledger", BreakerConfig::DEFAULT, &clock, listener);
+///
+/// ledger.force_open();
+/// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="ledger"} 3"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct StateListener {
+    state: Gauge,
+}
+
+impl StateListener {
+    /// Registers `circuit_breaker_state{system}` with the current recorder
+    /// and sets it to closed (0), the state a new breaker starts in.
+    pub fn new(system: &'static str) -> Self {
+        let state = gauge!(CIRCUIT_BREAKER_STATE, "system" => system);
+        state.set(state_code(State::Closed));
+        StateListener { state }
+    }
+}
+
+impl OnTransition for StateListener {
+    fn on_transition(&self, transition: &Transition) {
+        self.state.set(state_code(transition.to));
+    }
+}

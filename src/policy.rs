@@ -744,6 +744,9 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
                     self.wait_for_slot(wait).await
                 }
             }
+            // Closed: refused again through the counted path, so the bulkhead
+            // counts the refusal (and reports it, with `tracing`) itself.
+            Err(AcquireError::Closed) => self.bulkhead.try_acquire(),
             other => other,
         };
         let _slot = match slot {
@@ -764,6 +767,13 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         if let Some(end) = budget {
             if self.clock.now() >= end {
                 permit.ignore();
+                #[cfg(feature = "tracing")]
+                tracing::debug!(
+                    system = name,
+                    reason = "deadline_exceeded",
+                    by_budget = true,
+                    "policy refused a call"
+                );
                 return fail(ErrorKind::DeadlineExceeded);
             }
         }
@@ -797,6 +807,13 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
                         } else {
                             permit.failure();
                         }
+                        #[cfg(feature = "tracing")]
+                        tracing::debug!(
+                            system = name,
+                            reason = "deadline_exceeded",
+                            by_budget,
+                            "policy call ran out of time"
+                        );
                         return fail(ErrorKind::DeadlineExceeded);
                     }
                 }

@@ -1,1 +1,910 @@
 //! tower `Layer`s and `Service`s (feature `tower`).
+//!
+//! Inbound load shedding as seed 004 describes it ("a semaphore on requests in
+//! flight with a short slot wait, and a 503 when no slot was had"), and the
+//! breaker and the whole [`Policy`] around any tower service:
+//!
+//! | layer | service | refusal |
+//! |---|---|---|
+//! | [`BulkheadLayer`] | [`BulkheadService`] | [`BulkheadError::Rejected`] with the [`AcquireError`] |
+//! | [`BreakerLayer`] | [`BreakerService`] | [`BreakerError::Rejected`] with the [`Rejection`] |
+//! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
+//!
+//! None of them takes a permit in `poll_ready`: readiness is the inner
+//! service's. A permit is taken per call and travels with the response
+//! future; it is given back when that future completes or is dropped.
+//!
+//! The bulkhead's and the breaker's response futures are named types,
+//! [`BulkheadFuture`] and [`BreakerFuture`], with no allocation. The
+//! policy's is boxed ([`BoxFuture`], one allocation per call): [`Policy`]'s
+//! `call*` methods are `async fn`. All three are `Send` when the inner
+//! future is.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tower::{Layer, Service, ServiceExt};
+//! use watertight::clock::StdClock;
+//! use watertight::tower::{BulkheadError, BulkheadLayer};
+//! use watertight::{AcquireError, Bulkhead};
+//!
+//! # futures_lite::future::block_on(async {
+//! let slots = Arc::new(Bulkhead::new("search", 1, StdClock));
+//! let mut svc = BulkheadLayer::new(slots.clone())
+//!     .layer(tower::service_fn(|q: u32| async move { Ok::<_, std::convert::Infallible>(q * 2) }));
+//!
+//! let busy = slots.try_acquire().unwrap(); // the one slot is taken
+//! let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
+//! assert!(matches!(err, BulkheadError::Rejected(AcquireError::Full)));
+//! drop(busy);
+//! assert_eq!(svc.ready().await.unwrap().call(2).await.unwrap(), 4);
+//! # });
+//! ```
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::breaker::{CircuitBreaker, Guard, Outcome, Raw, Rejection};
+use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
+use crate::clock::{Clock, Timer};
+use crate::futures::AcquireOwnedTimeout;
+use crate::policy::{self, Policy};
+
+// ---------------------------------------------------------------------------
+// Bulkhead
+// ---------------------------------------------------------------------------
+
+/// The error of a [`BulkheadService`]: the bulkhead refused the call, or the
+/// inner service failed.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::AcquireError;
+/// use watertight::tower::BulkheadError;
+///
+/// let e: BulkheadError<&str> = BulkheadError::Rejected(AcquireError::Full);
+/// assert_eq!(e.rejection(), Some(AcquireError::Full));
+/// assert_eq!(e.to_string(), "bulkhead full");
+/// assert_eq!(BulkheadError::Inner("boom").into_inner(), Some("boom"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkheadError<E> {
+    /// No permit: the inner service was not called (answer 503).
+    Rejected(AcquireError),
+    /// The inner service's own error.
+    Inner(E),
+}
+
+impl<E> BulkheadError<E> {
+    /// The refusal, if the bulkhead refused.
+    pub const fn rejection(&self) -> Option<AcquireError> {
+        match self {
+            BulkheadError::Rejected(e) => Some(*e),
+            BulkheadError::Inner(_) => None,
+        }
+    }
+
+    /// The inner service's error, if it failed.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            BulkheadError::Rejected(_) => None,
+            BulkheadError::Inner(e) => Some(e),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for BulkheadError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BulkheadError::Rejected(e) => fmt::Display::fmt(e, f),
+            BulkheadError::Inner(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: core::error::Error + 'static> core::error::Error for BulkheadError<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            BulkheadError::Rejected(e) => Some(e),
+            BulkheadError::Inner(e) => Some(e),
+        }
+    }
+}
+
+/// How a [`BulkheadService`] asks for a permit: [`FailFast`] or [`MaxWait`].
+///
+/// Sealed: only this crate's two modes implement it.
+pub trait Admission<C>: sealed::Sealed {
+    /// The future that waits for a permit.
+    type Wait: Future<Output = Result<OwnedPermit<C>, AcquireError>>;
+    /// A permit (or refusal) now, or the wait for one.
+    #[doc(hidden)]
+    fn admit(
+        &self,
+        bulkhead: &Arc<Bulkhead<C>>,
+    ) -> Result<Result<OwnedPermit<C>, AcquireError>, Self::Wait>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::FailFast {}
+    impl Sealed for super::MaxWait {}
+}
+
+/// Take a permit at once or refuse with [`AcquireError::Full`]: the
+/// default, and the only mode for a clock that cannot sleep (`StdClock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailFast;
+
+impl<C> Admission<C> for FailFast {
+    type Wait = core::future::Pending<Result<OwnedPermit<C>, AcquireError>>;
+    fn admit(
+        &self,
+        bulkhead: &Arc<Bulkhead<C>>,
+    ) -> Result<Result<OwnedPermit<C>, AcquireError>, Self::Wait> {
+        Ok(bulkhead.try_acquire_owned())
+    }
+}
+
+/// Wait for a permit for at most this long, then refuse with
+/// [`AcquireError::TimedOut`] (seed 004: 50 ms in its middleware).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxWait(pub Duration);
+
+impl<C: Timer> Admission<C> for MaxWait {
+    type Wait = AcquireOwnedTimeout<C>;
+    fn admit(
+        &self,
+        bulkhead: &Arc<Bulkhead<C>>,
+    ) -> Result<Result<OwnedPermit<C>, AcquireError>, Self::Wait> {
+        // The wait's first poll tries for a permit before it arms a timer;
+        // trying here first would count a refusal that the wait then undoes.
+        Err(bulkhead.acquire_owned_timeout(self.0))
+    }
+}
+
+/// A [`Layer`] that puts a [`Bulkhead`] in front of a service.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use core::time::Duration;
+/// use watertight::Bulkhead;
+/// use watertight::clock::TokioClock;
+/// use watertight::tower::BulkheadLayer;
+///
+/// let slow = Arc::new(Bulkhead::new("report", 8, TokioClock));
+/// // Wait up to 50 ms for a slot, as seed 004's middleware does.
+/// let layer = BulkheadLayer::new(slow).max_wait(Duration::from_millis(50));
+/// # let _ = layer;
+/// ```
+pub struct BulkheadLayer<C, M = FailFast> {
+    bulkhead: Arc<Bulkhead<C>>,
+    mode: M,
+}
+
+impl<C> BulkheadLayer<C> {
+    /// Fail fast: no free permit, no call.
+    pub fn new(bulkhead: Arc<Bulkhead<C>>) -> Self {
+        BulkheadLayer {
+            bulkhead,
+            mode: FailFast,
+        }
+    }
+
+    /// Wait at most `max_wait` for a permit (the clock must be a [`Timer`]).
+    pub fn max_wait(self, max_wait: Duration) -> BulkheadLayer<C, MaxWait> {
+        BulkheadLayer {
+            bulkhead: self.bulkhead,
+            mode: MaxWait(max_wait),
+        }
+    }
+}
+
+impl<C, M: Clone> Clone for BulkheadLayer<C, M> {
+    fn clone(&self) -> Self {
+        BulkheadLayer {
+            bulkhead: Arc::clone(&self.bulkhead),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+impl<C, M: fmt::Debug> fmt::Debug for BulkheadLayer<C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkheadLayer")
+            .field("bulkhead", &self.bulkhead.name())
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl<S, C, M: Clone> Layer<S> for BulkheadLayer<C, M> {
+    type Service = BulkheadService<S, C, M>;
+    fn layer(&self, inner: S) -> Self::Service {
+        BulkheadService {
+            inner,
+            bulkhead: Arc::clone(&self.bulkhead),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+/// A service behind a [`Bulkhead`]; made by [`BulkheadLayer`].
+///
+/// `poll_ready` is the inner service's and holds no permit, so a router
+/// polling many routes for readiness reserves nothing. With [`FailFast`],
+/// `call` takes a permit or refuses; with [`MaxWait`], the response future
+/// asks for one on its first poll and waits at most the max wait. The
+/// permit lives in the [`BulkheadFuture`] and is given back when the inner
+/// future completes or the [`BulkheadFuture`] is dropped.
+///
+/// The inner service's `call` is made at once; with [`MaxWait`] its future
+/// is polled only once the permit is granted, and dropped unpolled on a
+/// refusal. (A service that does its work in `call` itself rather than in
+/// its future, unusual in tower, is not held back by the wait.)
+pub struct BulkheadService<S, C, M = FailFast> {
+    inner: S,
+    bulkhead: Arc<Bulkhead<C>>,
+    mode: M,
+}
+
+impl<S, C, M> BulkheadService<S, C, M> {
+    /// The bulkhead.
+    pub fn bulkhead(&self) -> &Arc<Bulkhead<C>> {
+        &self.bulkhead
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Clone, C, M: Clone> Clone for BulkheadService<S, C, M> {
+    fn clone(&self) -> Self {
+        BulkheadService {
+            inner: self.inner.clone(),
+            bulkhead: Arc::clone(&self.bulkhead),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C, M: fmt::Debug> fmt::Debug for BulkheadService<S, C, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkheadService")
+            .field("inner", &self.inner)
+            .field("bulkhead", &self.bulkhead.name())
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl<S, C, M, Req> Service<Req> for BulkheadService<S, C, M>
+where
+    S: Service<Req>,
+    M: Admission<C>,
+{
+    type Response = S::Response;
+    type Error = BulkheadError<S::Error>;
+    type Future = BulkheadFuture<S::Future, C, M::Wait>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(BulkheadError::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let state = match self.mode.admit(&self.bulkhead) {
+            Ok(Ok(permit)) => State::Running {
+                fut: self.inner.call(req),
+                permit: Some(permit),
+            },
+            Ok(Err(why)) => State::Refused { why: Some(why) },
+            Err(wait) => State::Waiting {
+                wait,
+                fut: Some(self.inner.call(req)),
+            },
+        };
+        BulkheadFuture { state }
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, C, W> {
+        Waiting { #[pin] wait: W, fut: Option<F> },
+        Running { #[pin] fut: F, permit: Option<OwnedPermit<C>> },
+        Refused { why: Option<AcquireError> },
+    }
+}
+
+pin_project! {
+    /// The response future of [`BulkheadService`]: holds the permit while
+    /// the inner future runs. `Send` when the inner future is (and the
+    /// clock is `Send + Sync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it gives the permit back (or leaves the wait).
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct BulkheadFuture<F, C, W> {
+        #[pin]
+        state: State<F, C, W>,
+    }
+}
+
+impl<F, C, W> fmt::Debug for BulkheadFuture<F, C, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Waiting { .. } => "waiting",
+            State::Running { .. } => "running",
+            State::Refused { .. } => "refused",
+        };
+        f.debug_struct("BulkheadFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl<F, C, W, T, E> Future for BulkheadFuture<F, C, W>
+where
+    F: Future<Output = Result<T, E>>,
+    W: Future<Output = Result<OwnedPermit<C>, AcquireError>>,
+{
+    type Output = Result<T, BulkheadError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Waiting { wait, fut } => match wait.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(why)) => {
+                        // The inner future is dropped unpolled.
+                        state.set(State::Refused { why: Some(why) });
+                    }
+                    Poll::Ready(Ok(permit)) => match fut.take() {
+                        Some(fut) => state.set(State::Running {
+                            fut,
+                            permit: Some(permit),
+                        }),
+                        None => return Poll::Pending,
+                    },
+                },
+                StateProj::Running { fut, permit } => {
+                    let out = core::task::ready!(fut.poll(cx));
+                    // The call is over: the permit goes back now, not when
+                    // the future is dropped.
+                    drop(permit.take());
+                    return Poll::Ready(out.map_err(BulkheadError::Inner));
+                }
+                StateProj::Refused { why } => {
+                    return match why.take() {
+                        Some(why) => Poll::Ready(Err(BulkheadError::Rejected(why))),
+                        None => Poll::Pending, // polled after completion
+                    };
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Breaker
+// ---------------------------------------------------------------------------
+
+/// Says what a call's result means for a breaker: [`Outcome::Success`] (the
+/// system answered: an HTTP 404 too), [`Outcome::Failure`] (a 5xx, a
+/// connection error) or [`Outcome::Ignored`].
+///
+/// Implemented for every `Fn(&Result<T, E>) -> Outcome` and for
+/// [`ErrorIsFailure`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::Outcome;
+/// use watertight::tower::{Classify, ErrorIsFailure};
+///
+/// let by_status = |r: &Result<u16, ()>| match r {
+///     Ok(s) if *s < 500 => Outcome::Success,
+///     _ => Outcome::Failure,
+/// };
+/// assert_eq!(by_status.classify(&Ok(404)), Outcome::Success);
+/// assert_eq!(by_status.classify(&Ok(503)), Outcome::Failure);
+/// assert_eq!(ErrorIsFailure.classify(&Err::<u16, ()>(())), Outcome::Failure);
+/// ```
+pub trait Classify<T, E> {
+    /// The outcome of `result`.
+    fn classify(&self, result: &Result<T, E>) -> Outcome;
+}
+
+impl<T, E, F: Fn(&Result<T, E>) -> Outcome> Classify<T, E> for F {
+    fn classify(&self, result: &Result<T, E>) -> Outcome {
+        self(result)
+    }
+}
+
+/// The default classifier: an `Err` is a failure, an `Ok` a success.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ErrorIsFailure;
+
+impl<T, E> Classify<T, E> for ErrorIsFailure {
+    fn classify(&self, result: &Result<T, E>) -> Outcome {
+        if result.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        }
+    }
+}
+
+/// The error of a [`BreakerService`]: the breaker refused, or the inner
+/// service failed.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::Rejection;
+/// use watertight::tower::BreakerError;
+///
+/// let e: BreakerError<()> = BreakerError::Rejected(Rejection::Open {
+///     retry_after: Duration::from_millis(2500),
+/// });
+/// // A server's Retry-After, in whole seconds rounded up: 3.
+/// let hint = e.retry_after().unwrap();
+/// assert_eq!(hint.as_secs() + u64::from(hint.subsec_nanos() > 0), 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerError<E> {
+    /// The breaker refused; the inner service was not called. Its
+    /// [`retry_after`](Rejection::retry_after) is a server's `Retry-After`.
+    Rejected(Rejection),
+    /// The inner service's own error.
+    Inner(E),
+}
+
+impl<E> BreakerError<E> {
+    /// The refusal, if the breaker refused.
+    pub const fn rejection(&self) -> Option<Rejection> {
+        match self {
+            BreakerError::Rejected(r) => Some(*r),
+            BreakerError::Inner(_) => None,
+        }
+    }
+
+    /// How long until a probe may pass, if the breaker refused because it is
+    /// open.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BreakerError::Rejected(r) => r.retry_after(),
+            BreakerError::Inner(_) => None,
+        }
+    }
+
+    /// The inner service's error, if it failed.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            BreakerError::Rejected(_) => None,
+            BreakerError::Inner(e) => Some(e),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for BreakerError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BreakerError::Rejected(r) => fmt::Display::fmt(r, f),
+            BreakerError::Inner(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: core::error::Error + 'static> core::error::Error for BreakerError<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            BreakerError::Rejected(r) => Some(r),
+            BreakerError::Inner(e) => Some(e),
+        }
+    }
+}
+
+/// A boxed, `Send` response future.
+///
+/// The policy service boxes its future: [`Policy`]'s `call*` methods are
+/// `async fn`, whose futures cannot be named. One allocation per call.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A [`Layer`] that puts a [`CircuitBreaker`] in front of a service, with a
+/// classifier over the response.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::StdClock;
+/// use watertight::tower::{BreakerError, BreakerLayer};
+/// use watertight::{BreakerConfig, CircuitBreaker, Outcome};
+///
+/// # futures_lite::future::block_on(async {
+/// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+///     Arc::new(CircuitBreaker::new("pricing", BreakerConfig::DEFAULT, StdClock));
+/// // A status >= 500 is a failure, a 4xx an answer.
+/// let layer = BreakerLayer::new(breaker.clone()).classify(|r: &Result<u16, ()>| match r {
+///     Ok(s) if *s < 500 => Outcome::Success,
+///     _ => Outcome::Failure,
+/// });
+/// let svc = layer.layer(tower::service_fn(|s: u16| async move { Ok::<u16, ()>(s) }));
+/// assert_eq!(svc.clone().oneshot(404).await, Ok(404));
+/// assert_eq!(svc.clone().oneshot(503).await, Ok(503));
+/// assert_eq!(breaker.metrics().failed_calls, 1);
+/// breaker.force_open();
+/// assert!(matches!(svc.oneshot(200).await, Err(BreakerError::Rejected(_))));
+/// # });
+/// ```
+pub struct BreakerLayer<C, const N: usize, K = ErrorIsFailure> {
+    breaker: Arc<CircuitBreaker<C, N>>,
+    classify: K,
+}
+
+impl<C, const N: usize> BreakerLayer<C, N> {
+    /// A layer where an `Err` from the inner service is a failure.
+    pub fn new(breaker: Arc<CircuitBreaker<C, N>>) -> Self {
+        BreakerLayer {
+            breaker,
+            classify: ErrorIsFailure,
+        }
+    }
+}
+
+impl<C, const N: usize, K> BreakerLayer<C, N, K> {
+    /// Uses `classify` to tell failures from answers.
+    pub fn classify<K2>(self, classify: K2) -> BreakerLayer<C, N, K2> {
+        BreakerLayer {
+            breaker: self.breaker,
+            classify,
+        }
+    }
+}
+
+impl<C, const N: usize, K: Clone> Clone for BreakerLayer<C, N, K> {
+    fn clone(&self) -> Self {
+        BreakerLayer {
+            breaker: Arc::clone(&self.breaker),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<C, const N: usize, K> fmt::Debug for BreakerLayer<C, N, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerLayer")
+            .field("breaker", &self.breaker.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K: Clone> Layer<S> for BreakerLayer<C, N, K> {
+    type Service = BreakerService<S, C, N, K>;
+    fn layer(&self, inner: S) -> Self::Service {
+        BreakerService {
+            inner,
+            breaker: Arc::clone(&self.breaker),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+/// A service behind a [`CircuitBreaker`]; made by [`BreakerLayer`].
+///
+/// `poll_ready` is the inner service's. `call` moves the readied inner
+/// service into the response future and calls it only if the breaker lets
+/// the call through (asked on the future's first poll); the result is
+/// classified and recorded. Dropping the future records nothing and frees a
+/// half-open probe slot.
+pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure> {
+    inner: S,
+    breaker: Arc<CircuitBreaker<C, N>>,
+    classify: K,
+}
+
+impl<S, C, const N: usize, K> BreakerService<S, C, N, K> {
+    /// The breaker.
+    pub fn breaker(&self) -> &Arc<CircuitBreaker<C, N>> {
+        &self.breaker
+    }
+}
+
+impl<S: Clone, C, const N: usize, K: Clone> Clone for BreakerService<S, C, N, K> {
+    fn clone(&self) -> Self {
+        BreakerService {
+            inner: self.inner.clone(),
+            breaker: Arc::clone(&self.breaker),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for BreakerService<S, C, N, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerService")
+            .field("inner", &self.inner)
+            .field("breaker", &self.breaker.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K, Req> Service<Req> for BreakerService<S, C, N, K>
+where
+    S: Service<Req>,
+    C: Clock,
+    K: Classify<S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = BreakerError<S::Error>;
+    type Future = BreakerFuture<CircuitBreaker<C, N>, S::Future, K>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(BreakerError::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        // The breaker decides before the inner service is called: a refused
+        // call never reaches it.
+        match Guard::acquire_raw(&*self.breaker) {
+            Ok(raw) => BreakerFuture {
+                breaker: Arc::clone(&self.breaker),
+                raw: Some(raw),
+                inner: Some(self.inner.call(req)),
+                rejected: None,
+                classify: Some(self.classify.clone()),
+            },
+            Err(why) => BreakerFuture {
+                breaker: Arc::clone(&self.breaker),
+                raw: None,
+                inner: None,
+                rejected: Some(why),
+                classify: None,
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of a [`BreakerService`]: the inner call with the
+    /// breaker's permit riding along. No allocation.
+    ///
+    /// Completed, it records the classifier's verdict; dropped before, it
+    /// records nothing and gives a half-open probe slot back (a failure if
+    /// dropped while the thread panics).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the inner call and records nothing.
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct BreakerFuture<B: Guard, F, K> {
+        breaker: Arc<B>,
+        raw: Option<Raw>,
+        #[pin]
+        inner: Option<F>,
+        rejected: Option<Rejection>,
+        classify: Option<K>,
+    }
+
+    impl<B: Guard, F, K> PinnedDrop for BreakerFuture<B, F, K> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(raw) = this.raw.take() {
+                this.breaker.abandon(raw);
+            }
+        }
+    }
+}
+
+impl<B: Guard, F, K, T, E> Future for BreakerFuture<B, F, K>
+where
+    F: Future<Output = Result<T, E>>,
+    K: Classify<T, E>,
+{
+    type Output = Result<T, BreakerError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Some(why) = this.rejected.take() {
+            return Poll::Ready(Err(BreakerError::Rejected(why)));
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            panic!("`BreakerFuture` polled after completion");
+        };
+        let Poll::Ready(result) = inner.poll(cx) else {
+            return Poll::Pending;
+        };
+        this.inner.set(None);
+        if let (Some(raw), Some(classify)) = (this.raw.take(), this.classify.take()) {
+            this.breaker.finish(raw, classify.classify(&result));
+        }
+        Poll::Ready(result.map_err(BreakerError::Inner))
+    }
+}
+
+impl<B: Guard, F, K> fmt::Debug for BreakerFuture<B, F, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerFuture")
+            .field("rejected", &self.rejected)
+            .field("running", &self.inner.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Policy
+// ---------------------------------------------------------------------------
+
+/// A [`Layer`] that runs every call through a [`Policy`]: bulkhead,
+/// breaker and call timeout.
+///
+/// The response future is boxed ([`BoxFuture`]): [`Policy::call_with`] is an
+/// `async fn`, whose future cannot be named.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::TokioClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::tower::PolicyLayer;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let config = PolicyConfig::builder(4).build().unwrap();
+/// let payments: Arc<Policy<TokioClock>> = Arc::new(Policy::new("payments", config, TokioClock).unwrap());
+/// let svc = PolicyLayer::new(payments)
+///     .layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n + 1) }));
+/// assert_eq!(svc.oneshot(1).await, Ok(2));
+/// # });
+/// ```
+pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure> {
+    policy: Arc<Policy<C, N>>,
+    classify: K,
+}
+
+impl<C, const N: usize> PolicyLayer<C, N> {
+    /// A layer where an `Err` from the inner service is a failure.
+    pub fn new(policy: Arc<Policy<C, N>>) -> Self {
+        PolicyLayer {
+            policy,
+            classify: ErrorIsFailure,
+        }
+    }
+}
+
+impl<C, const N: usize, K> PolicyLayer<C, N, K> {
+    /// Uses `classify` to tell failures from answers.
+    pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2> {
+        PolicyLayer {
+            policy: self.policy,
+            classify,
+        }
+    }
+}
+
+impl<C, const N: usize, K: Clone> Clone for PolicyLayer<C, N, K> {
+    fn clone(&self) -> Self {
+        PolicyLayer {
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<C, const N: usize, K> fmt::Debug for PolicyLayer<C, N, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyLayer")
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K: Clone> Layer<S> for PolicyLayer<C, N, K> {
+    type Service = PolicyService<S, C, N, K>;
+    fn layer(&self, inner: S) -> Self::Service {
+        PolicyService {
+            inner,
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+/// A service run through a [`Policy`]; made by [`PolicyLayer`].
+///
+/// `poll_ready` holds no slot and is always ready. `call` moves a clone of
+/// the inner service into the (boxed) response future, which waits for its
+/// readiness and calls it only once the policy's bulkhead and breaker let
+/// it through, inside the call timeout. Errors are the policy's
+/// [`policy::Error`].
+pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure> {
+    inner: S,
+    policy: Arc<Policy<C, N>>,
+    classify: K,
+}
+
+impl<S, C, const N: usize, K> PolicyService<S, C, N, K> {
+    /// The policy.
+    pub fn policy(&self) -> &Arc<Policy<C, N>> {
+        &self.policy
+    }
+}
+
+impl<S: Clone, C, const N: usize, K: Clone> Clone for PolicyService<S, C, N, K> {
+    fn clone(&self) -> Self {
+        PolicyService {
+            inner: self.inner.clone(),
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for PolicyService<S, C, N, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyService")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K, Req> Service<Req> for PolicyService<S, C, N, K>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+    Req: Send + 'static,
+    C: Timer + Clone + Send + Sync + 'static,
+    C::Sleep: Send,
+    K: Classify<S::Response, S::Error> + Clone + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = policy::Error<S::Error>;
+    type Future = BoxFuture<Result<S::Response, Self::Error>>;
+
+    /// Always ready: the inner service's readiness is awaited inside the
+    /// call, once the policy has let it through, so that waiting on it
+    /// counts against the call timeout and a readiness error is the call's
+    /// error (and a failure for the breaker, by the classifier).
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let policy = Arc::clone(&self.policy);
+        let classify = self.classify.clone();
+        Box::pin(async move {
+            let call = move || async move {
+                core::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                inner.call(req).await
+            };
+            policy.call_with(call, move |r| classify.classify(r)).await
+        })
+    }
+}

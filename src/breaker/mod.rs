@@ -21,7 +21,9 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
 pub use error::{CallError, Rejection};
-use sealed::Raw;
+#[cfg(feature = "tower")]
+pub(crate) use sealed::Guard;
+pub(crate) use sealed::Raw;
 use window::{Counts, Kind, Recorded, Window, MAX_WINDOW};
 use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN, HALF_OPEN, OPEN};
 
@@ -854,6 +856,21 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     #[inline]
     fn reject(&self, why: Rejection) -> Rejection {
         self.rejected.fetch_add(1, Relaxed);
+        // One event per refusal, at DEBUG: refusals come at the rate of
+        // traffic (the counter above is what dashboards read).
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            system = self.name,
+            reason = match why {
+                Rejection::Open { .. } => "open",
+                Rejection::ProbesBusy => "probes_busy",
+                Rejection::ForcedOpen => "forced_open",
+            },
+            retry_after_ms = why
+                .retry_after()
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            "circuit breaker rejected a call"
+        );
         why
     }
 
@@ -1175,6 +1192,14 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             to: State::from_bits(word::state(to)),
             at,
         });
+        // One event per transition, by the thread that made it.
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            system = self.name,
+            from = State::from_bits(word::state(from)).as_str(),
+            to = State::from_bits(word::state(to)).as_str(),
+            "circuit breaker state changed"
+        );
         Ok(())
     }
 }

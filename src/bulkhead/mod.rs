@@ -705,6 +705,18 @@ impl<C> Bulkhead<C> {
             AcquireError::ExceedsCapacity { .. } => return e,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        // One event per refusal, at DEBUG: refusals come at the rate of
+        // traffic (the counter above is what dashboards read).
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            system = self.name,
+            reason = match e {
+                AcquireError::TimedOut => "timed_out",
+                AcquireError::Closed => "closed",
+                _ => "full",
+            },
+            "bulkhead rejected a call"
+        );
         e
     }
 

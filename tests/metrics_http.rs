@@ -1,0 +1,163 @@
+//! The Prometheus example (`examples/prometheus.rs`) scraped over real HTTP:
+//! an axum server on 127.0.0.1, a `reqwest` client, and the metric lines and
+//! values the scrape must show after known traffic.
+//!
+//! Each test registers the example's metrics with its own recorder
+//! (`metrics::with_local_recorder` around the one call that registers the
+//! handles): handles bind to their recorder when registered, and are never
+//! looked up again, so the two tests can run at once in one process without a
+//! global recorder. Counts and states only, never latencies: the slots are
+//! held by the test itself, not by slow calls.
+#![cfg(not(loom))]
+#![cfg(all(feature = "metrics", feature = "tokio"))]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::http::header::RETRY_AFTER;
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+#[allow(dead_code)] // the example's `main` is not used here
+#[path = "../examples/prometheus.rs"]
+mod example;
+
+use example::Shop;
+
+/// A server with the example's routes, its metrics on a recorder of its own.
+async fn start() -> (String, Arc<Shop>, reqwest::Client) {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let shop = metrics::with_local_recorder(&recorder, || example::shop(prometheus));
+    let base = example::serve(shop.clone(), "127.0.0.1:0").await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("HTTP client");
+    (base, shop, client)
+}
+
+/// GET /metrics: every sample line as series → value.
+async fn scrape(client: &reqwest::Client, base: &str) -> (String, HashMap<String, String>) {
+    let response = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("scrape");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("scrape body");
+    let samples = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample line");
+            (series.to_owned(), value.to_owned())
+        })
+        .collect();
+    (text, samples)
+}
+
+fn value<'a>(samples: &'a HashMap<String, String>, series: &str) -> &'a str {
+    samples
+        .get(series)
+        .unwrap_or_else(|| panic!("no {series} in the scrape: {samples:?}"))
+}
+
+/// GET /checkout with `query`: the status and the Retry-After header.
+async fn checkout(client: &reqwest::Client, base: &str, query: &str) -> (u16, Option<u64>) {
+    let r = client
+        .get(format!("{base}/checkout{query}"))
+        .send()
+        .await
+        .expect("checkout");
+    let retry_after = r
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (r.status().as_u16(), retry_after)
+}
+
+const ACTIVE: &str = r#"bulkhead_active_calls{system="payments"}"#;
+const ACCEPTED: &str = r#"bulkhead_accepted_total{system="payments"}"#;
+const FULL: &str = r#"bulkhead_rejected_total{system="payments",reason="full"}"#;
+const TIMED_OUT: &str = r#"bulkhead_rejected_total{system="payments",reason="timed_out"}"#;
+const CLOSED: &str = r#"bulkhead_rejected_total{system="payments",reason="closed"}"#;
+const CAPACITY: &str = r#"bulkhead_capacity{system="payments"}"#;
+const STATE: &str = r#"circuit_breaker_state{system="payments"}"#;
+const SUCCESSES: &str = r#"circuit_breaker_calls{system="payments",outcome="success"}"#;
+const FAILURES: &str = r#"circuit_breaker_calls{system="payments",outcome="failure"}"#;
+const FAILURE_RATE: &str = r#"circuit_breaker_failure_rate{system="payments"}"#;
+const BREAKER_REJECTED: &str = r#"circuit_breaker_rejected_total{system="payments"}"#;
+
+#[tokio::test]
+async fn bulkhead_rejections_and_active_calls_are_scraped() {
+    let (base, shop, client) = start().await;
+
+    let (text, s) = scrape(&client, &base).await;
+    assert!(text.contains("# HELP bulkhead_rejected_total"), "{text}");
+    assert!(
+        text.contains("# TYPE bulkhead_rejected_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE bulkhead_active_calls gauge"),
+        "{text}"
+    );
+    for series in [ACTIVE, ACCEPTED, FULL, TIMED_OUT, CLOSED, STATE] {
+        assert_eq!(value(&s, series), "0", "{series}");
+    }
+    assert_eq!(value(&s, CAPACITY), "2");
+
+    // Both slots held: three checkouts are refused at once, 503 without a
+    // Retry-After (the bulkhead has no hint), and never reach the breaker.
+    let first = shop.payments.bulkhead().try_acquire().unwrap();
+    let second = shop.payments.bulkhead().try_acquire().unwrap();
+    for _ in 0..3 {
+        assert_eq!(checkout(&client, &base, "").await, (503, None));
+    }
+    let (_, s) = scrape(&client, &base).await;
+    assert_eq!(value(&s, FULL), "3");
+    assert_eq!(value(&s, ACTIVE), "2");
+    assert_eq!(value(&s, ACCEPTED), "2");
+    assert_eq!(value(&s, TIMED_OUT), "0");
+    assert_eq!(value(&s, SUCCESSES), "0");
+    assert_eq!(value(&s, BREAKER_REJECTED), "0");
+
+    // Slots back: a checkout passes; the counter keeps its 3.
+    drop((first, second));
+    assert_eq!(checkout(&client, &base, "").await, (200, None));
+    let (_, s) = scrape(&client, &base).await;
+    assert_eq!(value(&s, ACTIVE), "0");
+    assert_eq!(value(&s, ACCEPTED), "3");
+    assert_eq!(value(&s, FULL), "3");
+    assert_eq!(value(&s, SUCCESSES), "1");
+    assert_eq!(value(&s, STATE), "0");
+}
+
+#[tokio::test]
+async fn breaker_trip_and_refusals_are_scraped() {
+    let (base, _shop, client) = start().await;
+
+    // 2 answers, then payments is down: the second failure makes 2 of 4.
+    let mut statuses = Vec::new();
+    for query in ["", "", "?upstream=down", "?upstream=down"] {
+        statuses.push(checkout(&client, &base, query).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 502, 502]);
+    let (_, s) = scrape(&client, &base).await;
+    assert_eq!(value(&s, STATE), "1", "open");
+    assert_eq!(value(&s, SUCCESSES), "2");
+    assert_eq!(value(&s, FAILURES), "2");
+    assert_eq!(value(&s, FAILURE_RATE), "50");
+    assert_eq!(value(&s, BREAKER_REJECTED), "0");
+
+    // Open: refused with a Retry-After of the open wait (60 s, rounded up).
+    let (status, retry_after) = checkout(&client, &base, "").await;
+    assert_eq!(status, 503);
+    assert!(matches!(retry_after, Some(1..=60)), "{retry_after:?}");
+    let (_, s) = scrape(&client, &base).await;
+    assert_eq!(value(&s, BREAKER_REJECTED), "1");
+    assert_eq!(value(&s, STATE), "1");
+    // The refusal gave its slot back; the bulkhead refused nothing.
+    assert_eq!(value(&s, ACTIVE), "0");
+    assert_eq!(value(&s, FULL), "0");
+}

@@ -1,0 +1,580 @@
+//! `Deserialize` for `BreakerConfig` and `PolicyConfig` (feature `serde`):
+//! every field from typed values (a small self-describing test format below)
+//! and from environment-style string maps (envy on a fake env vector; the
+//! real environment is never touched), validation through the builders with
+//! the field named, thresholds in percent, unknown fields refused, and
+//! durations in each form.
+
+use core::time::Duration;
+
+use serde::de::value::{Error as ValueError, MapDeserializer};
+use serde::de::{DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
+use watertight::clock::ManualClock;
+use watertight::{BreakerConfig, Policy, PolicyConfig};
+
+/// A value of a self-describing format (as JSON, TOML or YAML would give).
+#[derive(Debug, Clone)]
+enum V {
+    U(u64),
+    I(i64),
+    F(f64),
+    S(&'static str),
+    B(bool),
+    Null,
+    Map(Vec<(&'static str, V)>),
+}
+
+impl<'de> IntoDeserializer<'de, ValueError> for V {
+    type Deserializer = V;
+    fn into_deserializer(self) -> V {
+        self
+    }
+}
+
+impl<'de> Deserializer<'de> for V {
+    type Error = ValueError;
+
+    fn deserialize_any<W: Visitor<'de>>(self, w: W) -> Result<W::Value, ValueError> {
+        match self {
+            V::U(n) => w.visit_u64(n),
+            V::I(n) => w.visit_i64(n),
+            V::F(x) => w.visit_f64(x),
+            V::S(s) => w.visit_str(s),
+            V::B(b) => w.visit_bool(b),
+            V::Null => w.visit_unit(),
+            V::Map(m) => {
+                let mut map = MapDeserializer::new(m.into_iter());
+                let value = w.visit_map(&mut map)?;
+                map.end()?;
+                Ok(value)
+            }
+        }
+    }
+
+    fn deserialize_option<W: Visitor<'de>>(self, w: W) -> Result<W::Value, ValueError> {
+        match self {
+            V::Null => w.visit_none(),
+            other => w.visit_some(other),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+fn from<T: DeserializeOwned>(fields: Vec<(&'static str, V)>) -> Result<T, String> {
+    T::deserialize(V::Map(fields)).map_err(|e| e.to_string())
+}
+
+fn breaker(fields: Vec<(&'static str, V)>) -> Result<BreakerConfig, String> {
+    from(fields)
+}
+
+fn policy(fields: Vec<(&'static str, V)>) -> Result<PolicyConfig, String> {
+    from(fields)
+}
+
+/// An error that names `field` and says `what`.
+#[track_caller]
+fn assert_names(err: Result<impl core::fmt::Debug, String>, field: &str, what: &str) {
+    let err = err.unwrap_err();
+    assert!(
+        err.contains(&format!("`{field}`")),
+        "{err:?} does not name `{field}`"
+    );
+    assert!(err.contains(what), "{err:?} does not say {what:?}");
+}
+
+fn env(vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const S: fn(u64) -> Duration = Duration::from_secs;
+
+// ------------------------------------------------------------ breaker
+
+#[test]
+fn an_empty_breaker_map_is_the_default() {
+    assert_eq!(breaker(vec![]), Ok(BreakerConfig::DEFAULT));
+    // An explicit null keeps the default too.
+    assert_eq!(
+        breaker(vec![("open_duration", V::Null)]),
+        Ok(BreakerConfig::DEFAULT)
+    );
+}
+
+#[test]
+fn every_breaker_field_deserializes() {
+    let c = breaker(vec![
+        ("window_size", V::U(20)),
+        ("min_calls", V::U(5)),
+        ("failure_rate", V::F(30.0)),
+        ("slow_call_rate", V::U(80)),
+        ("slow_call_duration", V::F(2.5)),
+        ("open_duration", V::S("45s")),
+        ("half_open_calls", V::U(2)),
+        ("max_half_open_wait", V::S("1m")),
+    ])
+    .unwrap();
+    assert_eq!(c.window_size(), 20);
+    assert_eq!(c.minimum_calls(), 5);
+    assert_eq!(c.failure_rate_threshold(), 30.0);
+    assert_eq!(c.slow_call_rate_threshold(), 80.0);
+    assert_eq!(c.slow_call_duration(), Some(MS(2500)));
+    assert_eq!(c.open_duration(), S(45));
+    assert_eq!(c.half_open_calls(), 2);
+    assert_eq!(c.max_half_open_wait(), Some(S(60)));
+    let built = BreakerConfig::builder()
+        .window_size(20)
+        .minimum_calls(5)
+        .failure_rate_threshold(30.0)
+        .slow_call_rate_threshold(80.0)
+        .slow_call_duration(MS(2500))
+        .open_duration(S(45))
+        .half_open_calls(2)
+        .max_half_open_wait(S(60))
+        .build()
+        .unwrap();
+    assert_eq!(c, built);
+}
+
+#[test]
+fn breaker_aliases_follow_the_builder_and_the_seeds() {
+    let c = breaker(vec![
+        ("minimum_calls", V::U(7)),
+        ("failure_rate_threshold", V::U(40)),
+        ("slow_call_rate_threshold", V::U(60)),
+        ("slow_threshold", V::U(15)),
+    ])
+    .unwrap();
+    assert_eq!(c.minimum_calls(), 7);
+    assert_eq!(c.failure_rate_threshold(), 40.0);
+    assert_eq!(c.slow_call_rate_threshold(), 60.0);
+    assert_eq!(c.slow_call_duration(), Some(S(15)));
+}
+
+#[test]
+fn a_fraction_is_refused_with_the_percent_hint() {
+    for v in [V::F(0.5), V::F(0.3), V::F(1.0), V::U(1), V::S("0.5")] {
+        let err = breaker(vec![("failure_rate", v.clone())]);
+        assert_names(err, "failure_rate", "thresholds are percent");
+        let err = breaker(vec![("slow_call_rate", v)]);
+        assert_names(err, "slow_call_rate", "thresholds are percent");
+    }
+    // The seeds' own env line, `CLIENT_SBER__CB_FAILURE_RATE=0.5`.
+    let err = envy::prefixed("CLIENT_SBER__").from_iter::<_, PolicyConfig>(env(&[
+        ("CLIENT_SBER__MAX_CONCURRENT", "16"),
+        ("CLIENT_SBER__CB_FAILURE_RATE", "0.5"),
+    ]));
+    assert_names(
+        err.map_err(|e| e.to_string()),
+        "cb_failure_rate",
+        "write 50.0 for 50 %",
+    );
+    // Percent with a sign is fine.
+    let c = breaker(vec![("failure_rate", V::S("30%"))]).unwrap();
+    assert_eq!(c.failure_rate_threshold(), 30.0);
+}
+
+#[test]
+fn out_of_range_values_are_refused_naming_the_field() {
+    assert_names(
+        breaker(vec![("failure_rate", V::U(150))]),
+        "failure_rate",
+        "(0, 100]",
+    );
+    assert_names(
+        breaker(vec![("failure_rate", V::I(-10))]),
+        "failure_rate",
+        "(0, 100]",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::U(0))]),
+        "window_size",
+        "must not be zero",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::U(5000))]),
+        "window_size",
+        "at most 1023",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::U(10)), ("min_calls", V::U(20))]),
+        "min_calls",
+        "must not exceed window_size",
+    );
+    assert_names(
+        breaker(vec![("half_open_calls", V::U(300))]),
+        "half_open_calls",
+        "at most 255",
+    );
+    assert_names(
+        breaker(vec![("open_duration", V::U(0))]),
+        "open_duration",
+        "must not be zero",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::F(2.5))]),
+        "window_size",
+        "whole number",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::I(-4))]),
+        "window_size",
+        "negative",
+    );
+    assert_names(
+        breaker(vec![("half_open_calls", V::S("three"))]),
+        "half_open_calls",
+        "not a number",
+    );
+    assert_names(
+        breaker(vec![("window_size", V::B(true))]),
+        "window_size",
+        "invalid type",
+    );
+}
+
+#[test]
+fn unknown_breaker_fields_are_refused() {
+    assert_names(
+        breaker(vec![("failure_rat", V::U(30))]),
+        "failure_rat",
+        "unknown field",
+    );
+    // The flat policy names are not breaker names.
+    assert_names(
+        breaker(vec![("cb_failure_rate", V::U(30))]),
+        "cb_failure_rate",
+        "unknown field",
+    );
+}
+
+#[test]
+fn durations_in_each_form() {
+    let cases = [
+        (V::U(30), S(30)),
+        (V::F(0.25), MS(250)),
+        (V::F(30.0), S(30)),
+        (V::S("30"), S(30)),
+        (V::S("0.25"), MS(250)),
+        (V::S("250ms"), MS(250)),
+        (V::S("30s"), S(30)),
+        (V::S("2m"), S(120)),
+        (V::S("1h"), S(3600)),
+        (V::S("1.5s"), MS(1500)),
+        (V::S(" 500 us "), Duration::from_micros(500)),
+    ];
+    for (v, want) in cases {
+        let c = breaker(vec![("open_duration", v.clone())]).unwrap();
+        assert_eq!(c.open_duration(), want, "{v:?}");
+    }
+}
+
+#[test]
+fn bad_durations_are_refused_naming_the_field() {
+    let cases = [
+        (V::I(-1), "must not be negative"),
+        (V::F(-0.5), "must not be negative"),
+        (V::F(f64::NAN), "must be a finite number"),
+        (V::F(f64::INFINITY), "must be a finite number"),
+        (V::F(1e30), "too large"),
+        (V::S("-1s"), "must not be negative"),
+        (V::S("30x"), "unknown unit"),
+        (V::S("abc"), "not a number"),
+        (V::S("NaN"), "not a number"),
+        (V::S("1.2.3s"), "not a number"),
+        (V::B(true), "a duration"),
+    ];
+    for (v, what) in cases {
+        assert_names(
+            breaker(vec![("open_duration", v.clone())]),
+            "open_duration",
+            what,
+        );
+        assert_names(
+            policy(vec![("max_concurrent", V::U(4)), ("cb_slow_threshold", v)]),
+            "cb_slow_call_duration",
+            what,
+        );
+    }
+    // The value itself is shown.
+    assert_names(
+        breaker(vec![("open_duration", V::S("30x"))]),
+        "open_duration",
+        "\"30x\"",
+    );
+}
+
+// ------------------------------------------------------------ policy
+
+#[test]
+fn every_policy_field_deserializes() {
+    let c = policy(vec![
+        ("max_concurrent", V::U(12)),
+        ("max_wait", V::S("50ms")),
+        ("call_timeout", V::F(2.5)),
+        ("cb_window_size", V::U(20)),
+        ("cb_min_calls", V::U(5)),
+        ("cb_failure_rate", V::U(30)),
+        ("cb_slow_call_rate", V::U(70)),
+        ("cb_slow_call_duration", V::U(1)),
+        ("cb_open_duration", V::S("10s")),
+        ("cb_half_open_calls", V::U(1)),
+        ("cb_max_half_open_wait", V::U(5)),
+    ])
+    .unwrap();
+    assert_eq!(c.max_concurrent(), 12);
+    assert_eq!(c.max_wait(), MS(50));
+    assert_eq!(c.call_timeout(), MS(2500));
+    let b = c.breaker();
+    assert_eq!(
+        (b.window_size(), b.minimum_calls(), b.half_open_calls()),
+        (20, 5, 1)
+    );
+    assert_eq!(b.failure_rate_threshold(), 30.0);
+    assert_eq!(b.slow_call_rate_threshold(), 70.0);
+    assert_eq!(b.slow_call_duration(), Some(S(1)));
+    assert_eq!(b.open_duration(), S(10));
+    assert_eq!(b.max_half_open_wait(), Some(S(5)));
+}
+
+#[test]
+fn a_policy_with_only_its_size_has_the_builders_defaults() {
+    let c = policy(vec![("max_concurrent", V::U(4))]).unwrap();
+    assert_eq!(c, PolicyConfig::builder(4).build().unwrap());
+    // Seed 000's names for the bulkhead.
+    let c = policy(vec![
+        ("bulkhead_max_concurrent", V::U(16)),
+        ("bulkhead_acquire_timeout", V::F(0.1)),
+    ])
+    .unwrap();
+    assert_eq!(c, PolicyConfig::builder(16).build().unwrap());
+}
+
+#[test]
+fn pool_size_gives_four_fifths() {
+    for (pool, n) in [(10, 8), (25, 20), (1, 1), (4, 3)] {
+        let c = policy(vec![("pool_size", V::U(pool))]).unwrap();
+        assert_eq!(c.max_concurrent(), n, "pool {pool}");
+    }
+    assert_names(
+        policy(vec![("pool_size", V::U(0))]),
+        "pool_size",
+        "must not be zero",
+    );
+    assert_names(
+        policy(vec![("pool_size", V::U(10)), ("max_concurrent", V::U(8))]),
+        "pool_size",
+        "not both",
+    );
+    assert_names(policy(vec![]), "max_concurrent", "missing field");
+    assert_names(
+        policy(vec![("pool_size", V::U(u64::from(u32::MAX)))]),
+        "pool_size",
+        "must be at most",
+    );
+}
+
+#[test]
+fn policy_validation_names_the_field() {
+    assert_names(
+        policy(vec![("max_concurrent", V::U(0))]),
+        "max_concurrent",
+        "must not be zero",
+    );
+    assert_names(
+        policy(vec![("max_concurrent", V::U(4)), ("max_wait", V::S("3s"))]),
+        "max_wait",
+        "allow_long_max_wait",
+    );
+    let c = policy(vec![
+        ("max_concurrent", V::U(4)),
+        ("max_wait", V::S("3s")),
+        ("allow_long_max_wait", V::B(true)),
+    ])
+    .unwrap();
+    assert_eq!(c.max_wait(), S(3));
+    assert_names(
+        policy(vec![("max_concurrent", V::U(4)), ("call_timeout", V::U(0))]),
+        "call_timeout",
+        "must not be zero",
+    );
+    assert_names(
+        policy(vec![
+            ("max_concurrent", V::U(4)),
+            ("allow_long_max_wait", V::S("maybe")),
+        ]),
+        "allow_long_max_wait",
+        "true or false",
+    );
+    // Zero is a valid slot wait: fail at once.
+    let c = policy(vec![("max_concurrent", V::U(4)), ("max_wait", V::U(0))]).unwrap();
+    assert_eq!(c.max_wait(), Duration::ZERO);
+}
+
+#[test]
+fn the_breaker_nested_or_flat_but_not_both() {
+    let nested = policy(vec![
+        ("max_concurrent", V::U(4)),
+        (
+            "breaker",
+            V::Map(vec![
+                ("failure_rate", V::U(30)),
+                ("open_duration", V::U(60)),
+            ]),
+        ),
+    ])
+    .unwrap();
+    let flat = policy(vec![
+        ("max_concurrent", V::U(4)),
+        ("cb_failure_rate", V::U(30)),
+        ("cb_open_duration", V::U(60)),
+    ])
+    .unwrap();
+    assert_eq!(nested, flat);
+    assert_eq!(nested.breaker().failure_rate_threshold(), 30.0);
+    assert_eq!(nested.breaker().open_duration(), S(60));
+
+    assert_names(
+        policy(vec![
+            ("max_concurrent", V::U(4)),
+            ("breaker", V::Map(vec![("failure_rate", V::F(0.5))])),
+        ]),
+        "breaker.failure_rate",
+        "thresholds are percent",
+    );
+    assert_names(
+        policy(vec![
+            ("max_concurrent", V::U(4)),
+            ("breaker", V::Map(vec![])),
+            ("cb_window_size", V::U(20)),
+        ]),
+        "breaker",
+        "not both",
+    );
+    assert_names(
+        policy(vec![
+            ("max_concurrent", V::U(4)),
+            ("breaker", V::Map(vec![("failure_rat", V::U(3))])),
+        ]),
+        "failure_rat",
+        "unknown field",
+    );
+}
+
+#[test]
+fn unknown_policy_fields_are_refused() {
+    assert_names(
+        policy(vec![
+            ("max_concurrent", V::U(4)),
+            ("cb_failure_rat", V::U(30)),
+        ]),
+        "cb_failure_rat",
+        "unknown field",
+    );
+    assert_names(
+        policy(vec![("max_concurent", V::U(4))]),
+        "max_concurent",
+        "unknown field",
+    );
+}
+
+// ------------------------------------------------------------ environment
+
+#[test]
+fn per_system_prefixes_from_one_environment() {
+    let vars = env(&[
+        ("CLIENT_PAYMENTS__POOL_SIZE", "10"),
+        ("CLIENT_PAYMENTS__CB_FAILURE_RATE", "30"),
+        ("CLIENT_PAYMENTS__CB_OPEN_DURATION", "45s"),
+        ("CLIENT_PAYMENTS__CB_SLOW_THRESHOLD", "15"),
+        ("CLIENT_PAYMENTS__CALL_TIMEOUT", "30"),
+        ("CLIENT_INVENTORY__MAX_CONCURRENT", "20"),
+        ("CLIENT_INVENTORY__MAX_WAIT", "250ms"),
+        ("CLIENT_INVENTORY__ALLOW_LONG_MAX_WAIT", "false"),
+        ("CLIENT_INVENTORY__CB_MIN_CALLS", "20"),
+        ("PATH", "/usr/bin"),
+        ("HOME", "/root"),
+    ]);
+    let payments: PolicyConfig = envy::prefixed("CLIENT_PAYMENTS__")
+        .from_iter(vars.clone())
+        .unwrap();
+    let inventory: PolicyConfig = envy::prefixed("CLIENT_INVENTORY__")
+        .from_iter(vars)
+        .unwrap();
+
+    assert_eq!(payments.max_concurrent(), 8);
+    assert_eq!(payments.breaker().failure_rate_threshold(), 30.0);
+    assert_eq!(payments.breaker().open_duration(), S(45));
+    assert_eq!(payments.breaker().slow_call_duration(), Some(S(15)));
+    assert_eq!(payments.call_timeout(), S(30));
+
+    assert_eq!(inventory.max_concurrent(), 20);
+    assert_eq!(inventory.max_wait(), MS(250));
+    assert_eq!(inventory.breaker().minimum_calls(), 20);
+    assert_eq!(inventory.breaker().failure_rate_threshold(), 50.0);
+
+    // Both build a policy of the default window capacity.
+    let clock = ManualClock::new();
+    let p: Policy<_> = Policy::new("payments", payments, &clock).unwrap();
+    assert_eq!(p.bulkhead().capacity(), 8);
+}
+
+#[test]
+fn bad_environment_values_name_the_field() {
+    let cases = [
+        ("CB_OPEN_DURATION", "-5s", "cb_open_duration", "negative"),
+        ("CB_OPEN_DURATION", "5 parsecs", "cb_open_duration", "unit"),
+        ("CB_WINDOW_SIZE", "abc", "cb_window_size", "not a number"),
+        ("CB_WINDOW_SIZE", "0", "cb_window_size", "must not be zero"),
+        ("CB_FAILURE_RATE", "0.3", "cb_failure_rate", "percent"),
+        ("MAX_WAIT", "2s", "max_wait", "allow_long_max_wait"),
+        ("CB_FAILURE_RAT", "30", "cb_failure_rat", "unknown field"),
+    ];
+    for (key, value, field, what) in cases {
+        let vars = env(&[
+            ("SYS__MAX_CONCURRENT", "4"),
+            (&format!("SYS__{key}"), value),
+        ]);
+        let err = envy::prefixed("SYS__").from_iter::<_, PolicyConfig>(vars);
+        assert_names(err.map_err(|e| e.to_string()), field, what);
+    }
+}
+
+#[test]
+fn a_window_above_the_policys_capacity_is_refused_by_policy_new() {
+    let vars = env(&[("S__MAX_CONCURRENT", "4"), ("S__CB_WINDOW_SIZE", "100")]);
+    let config: PolicyConfig = envy::prefixed("S__").from_iter(vars).unwrap();
+    let clock = ManualClock::new();
+    let err = Policy::<_, 64>::new("s", config, &clock).unwrap_err();
+    assert_eq!(err.field(), "window_size");
+    assert!(Policy::<_, 128>::new("s", config, &clock).is_ok());
+}
+
+/// An application's own settings and the policy's under one prefix, as the
+/// seeds keep the HTTP client's timeouts beside the breaker's settings.
+#[test]
+fn flattened_into_the_applications_settings() {
+    #[derive(Debug, serde::Deserialize)]
+    struct ClientSettings {
+        base_url: String,
+        #[serde(flatten)]
+        policy: PolicyConfig,
+    }
+    let vars = env(&[
+        ("CLIENT_SBER__BASE_URL", "http://127.0.0.1:9"),
+        ("CLIENT_SBER__POOL_SIZE", "20"),
+        ("CLIENT_SBER__CB_FAILURE_RATE", "30"),
+    ]);
+    let s: ClientSettings = envy::prefixed("CLIENT_SBER__").from_iter(vars).unwrap();
+    assert_eq!(s.base_url, "http://127.0.0.1:9");
+    assert_eq!(s.policy.max_concurrent(), 16);
+    assert_eq!(s.policy.breaker().failure_rate_threshold(), 30.0);
+}

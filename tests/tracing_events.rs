@@ -1,0 +1,366 @@
+//! The `tracing` feature's events, captured by a small subscriber of this
+//! file's own: exactly one event per breaker transition and per rejection,
+//! with the system's name and the documented fields.
+//!
+//! Which layer emits what (so that no refusal is logged twice):
+//!
+//! | event | level | target | fields |
+//! |-------|-------|--------|--------|
+//! | breaker transition | INFO | `watertight::breaker` | `system`, `from`, `to` |
+//! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
+//! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
+//! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
+//!
+//! A policy refused by its bulkhead (full, or timed out waiting) or its
+//! breaker emits only that layer's event. Every test here runs on one thread
+//! under `tracing::subscriber::with_default`, on a `ManualClock`: events
+//! from tests running at the same time on other threads are not seen.
+#![cfg(not(loom))]
+#![cfg(feature = "tracing")]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_lite::future::{block_on, poll_once};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+use watertight::clock::ManualClock;
+use watertight::deadline::Deadline;
+use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::{AcquireError, BreakerConfig, Bulkhead, CircuitBreaker, Rejection};
+
+/// One captured event: level, target and every field as text (the message
+/// under `message`).
+#[derive(Debug, Clone, PartialEq)]
+struct Captured {
+    level: Level,
+    target: String,
+    fields: BTreeMap<String, String>,
+}
+
+impl Captured {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// Records every event; has no spans.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().push(Captured {
+            level: *event.metadata().level(),
+            target: event.metadata().target().to_owned(),
+            fields,
+        });
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
+
+/// Runs `f` under a capturing subscriber; returns what it returned and the
+/// events of this thread, in order.
+fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Captured>) {
+    let sink = Capture::default();
+    let out = tracing::subscriber::with_default(sink.clone(), f);
+    let events = sink.0.lock().unwrap().clone();
+    (out, events)
+}
+
+/// The events' fields as (name, value) pairs, without the message: what the
+/// assertions compare.
+fn summary(events: &[Captured]) -> Vec<Vec<(String, String)>> {
+    events
+        .iter()
+        .map(|e| {
+            e.fields
+                .iter()
+                .filter(|(k, _)| *k != "message")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn transition(system: &str, from: &str, to: &str) -> Vec<(String, String)> {
+    pairs(&[("from", from), ("system", system), ("to", to)])
+}
+
+#[test]
+fn one_event_per_breaker_transition_and_rejection() {
+    let clock = ManualClock::new();
+    let config = BreakerConfig::builder()
+        .window_size(4)
+        .minimum_calls(2)
+        .failure_rate_threshold(50.0)
+        .open_duration(Duration::from_secs(30))
+        .half_open_calls(2)
+        .build()
+        .unwrap();
+    let breaker: CircuitBreaker<_, 4> = CircuitBreaker::new("payments", config, &clock);
+
+    let ((), events) = capture(|| {
+        breaker.try_acquire().unwrap().success();
+        breaker.try_acquire().unwrap().failure(); // 1 of 2: opens
+        assert!(matches!(breaker.try_acquire(), Err(Rejection::Open { .. })));
+        clock.advance(Duration::from_millis(10_500));
+        assert!(matches!(breaker.try_acquire(), Err(Rejection::Open { .. })));
+        clock.advance(Duration::from_secs(20));
+        let first = breaker.try_acquire().unwrap(); // the first probe: half-open
+        let second = breaker.try_acquire().unwrap();
+        assert_eq!(breaker.try_acquire().unwrap_err(), Rejection::ProbesBusy);
+        first.success();
+        second.success(); // closes
+        breaker.force_open();
+        assert_eq!(breaker.try_acquire().unwrap_err(), Rejection::ForcedOpen);
+        breaker.reset();
+        breaker.disable();
+    });
+
+    let expected = vec![
+        transition("payments", "closed", "open"),
+        pairs(&[
+            ("reason", "open"),
+            ("retry_after_ms", "30000"),
+            ("system", "payments"),
+        ]),
+        pairs(&[
+            ("reason", "open"),
+            ("retry_after_ms", "19500"),
+            ("system", "payments"),
+        ]),
+        transition("payments", "open", "half_open"),
+        pairs(&[("reason", "probes_busy"), ("system", "payments")]),
+        transition("payments", "half_open", "closed"),
+        transition("payments", "closed", "forced_open"),
+        pairs(&[("reason", "forced_open"), ("system", "payments")]),
+        transition("payments", "forced_open", "closed"),
+        transition("payments", "closed", "disabled"),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(e.target, "watertight::breaker");
+        let want = if e.fields.contains_key("to") {
+            Level::INFO
+        } else {
+            Level::DEBUG
+        };
+        assert_eq!(e.level, want, "{e:?}");
+        assert!(e.field("message").is_some(), "{e:?}");
+    }
+    // As many rejection events as the breaker counted.
+    let rejections = events.iter().filter(|e| e.field("reason").is_some());
+    assert_eq!(rejections.count(), breaker.metrics().rejected);
+}
+
+#[test]
+fn one_event_per_bulkhead_rejection() {
+    let clock = ManualClock::new();
+    let bulkhead = Bulkhead::new("inventory", 1, &clock);
+
+    let ((), events) = capture(|| {
+        let held = bulkhead.try_acquire().unwrap();
+        assert_eq!(bulkhead.try_acquire().unwrap_err(), AcquireError::Full);
+        // A wait that runs out.
+        let mut wait = pin!(bulkhead.acquire_timeout(Duration::from_millis(100)));
+        assert!(block_on(poll_once(wait.as_mut())).is_none());
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(block_on(wait).unwrap_err(), AcquireError::TimedOut);
+        // An error in the request is not a rejection: no event.
+        assert!(matches!(
+            bulkhead.try_acquire_many(5),
+            Err(AcquireError::ExceedsCapacity { .. })
+        ));
+        drop(held);
+        bulkhead.close();
+        assert_eq!(bulkhead.try_acquire().unwrap_err(), AcquireError::Closed);
+    });
+
+    let expected = vec![
+        pairs(&[("reason", "full"), ("system", "inventory")]),
+        pairs(&[("reason", "timed_out"), ("system", "inventory")]),
+        pairs(&[("reason", "closed"), ("system", "inventory")]),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::bulkhead")
+        );
+    }
+    assert_eq!(bulkhead.metrics().rejected(), events.len());
+}
+
+fn policy(clock: &ManualClock) -> Policy<&ManualClock, 8> {
+    let breaker = BreakerConfig::builder()
+        .window_size(8)
+        .minimum_calls(8)
+        .build()
+        .unwrap();
+    let config = PolicyConfig::builder(1)
+        .max_wait(Duration::ZERO)
+        .call_timeout(Duration::from_secs(2))
+        .breaker(breaker)
+        .build()
+        .unwrap();
+    Policy::new("stock", config, clock).unwrap()
+}
+
+async fn ok() -> Result<u32, &'static str> {
+    Ok(7)
+}
+
+#[test]
+fn a_policy_refusal_is_one_event_from_the_layer_that_refused() {
+    let clock = ManualClock::new();
+    let stock = policy(&clock);
+
+    // Bulkhead full: the bulkhead's event only.
+    let (err, events) = capture(|| {
+        let _held = stock.bulkhead().try_acquire().unwrap();
+        block_on(stock.call(ok)).unwrap_err()
+    });
+    assert_eq!(err.kind(), &ErrorKind::BulkheadFull);
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[("reason", "full"), ("system", "stock")])]
+    );
+    assert_eq!(events[0].target, "watertight::bulkhead");
+
+    // Breaker refused: the breaker's event only (its transition is outside).
+    stock.breaker().force_open();
+    let (err, events) = capture(|| block_on(stock.call(ok)).unwrap_err());
+    assert_eq!(err.kind(), &ErrorKind::CircuitOpen(Rejection::ForcedOpen));
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[("reason", "forced_open"), ("system", "stock")])]
+    );
+    assert_eq!(events[0].target, "watertight::breaker");
+    stock.breaker().reset();
+
+    // A request budget already spent: the policy's event.
+    let (err, events) = capture(|| {
+        let spent = Deadline::after(&clock, Duration::ZERO);
+        block_on(stock.call_within(&spent, ok)).unwrap_err()
+    });
+    assert_eq!(err.kind(), &ErrorKind::DeadlineExceeded);
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[
+            ("by_budget", "true"),
+            ("reason", "deadline_exceeded"),
+            ("system", "stock"),
+        ])]
+    );
+    assert_eq!(
+        (events[0].level, events[0].target.as_str()),
+        (Level::DEBUG, "watertight::policy")
+    );
+
+    // Out of the call timeout: the policy's event (the failure it records
+    // does not trip this breaker: 1 of at least 8 calls).
+    let (err, events) = capture(|| {
+        let mut call = pin!(stock.call(std::future::pending::<Result<u32, &str>>));
+        assert!(block_on(poll_once(call.as_mut())).is_none());
+        clock.advance(Duration::from_secs(2));
+        block_on(call).unwrap_err()
+    });
+    assert_eq!(err.kind(), &ErrorKind::DeadlineExceeded);
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[
+            ("by_budget", "false"),
+            ("reason", "deadline_exceeded"),
+            ("system", "stock"),
+        ])]
+    );
+    assert_eq!(stock.breaker().metrics().failed_calls, 1);
+
+    // Closed: the bulkhead refuses and reports it, once, and counts it.
+    stock.bulkhead().close();
+    let (err, events) = capture(|| block_on(stock.call(ok)).unwrap_err());
+    assert_eq!(err.kind(), &ErrorKind::BulkheadClosed);
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[("reason", "closed"), ("system", "stock")])]
+    );
+    assert_eq!(events[0].target, "watertight::bulkhead");
+    assert_eq!(stock.bulkhead().metrics().rejected_closed, 1);
+}
+
+#[test]
+fn a_call_timeout_that_trips_the_breaker_is_a_transition_then_the_timeout() {
+    let clock = ManualClock::new();
+    let breaker = BreakerConfig::builder()
+        .window_size(2)
+        .minimum_calls(1)
+        .build()
+        .unwrap();
+    let config = PolicyConfig::builder(1)
+        .max_wait(Duration::ZERO)
+        .call_timeout(Duration::from_secs(1))
+        .breaker(breaker)
+        .build()
+        .unwrap();
+    let shipping: Policy<_, 2> = Policy::new("shipping", config, &clock).unwrap();
+
+    let (err, events) = capture(|| {
+        let mut call = pin!(shipping.call(std::future::pending::<Result<(), ()>>));
+        assert!(block_on(poll_once(call.as_mut())).is_none());
+        clock.advance(Duration::from_secs(1));
+        block_on(call).unwrap_err()
+    });
+    assert_eq!(err.kind(), &ErrorKind::DeadlineExceeded);
+    assert_eq!(
+        summary(&events),
+        vec![
+            transition("shipping", "closed", "open"),
+            pairs(&[
+                ("by_budget", "false"),
+                ("reason", "deadline_exceeded"),
+                ("system", "shipping"),
+            ]),
+        ]
+    );
+    assert_eq!(events[0].level, Level::INFO);
+}
