@@ -2,9 +2,10 @@
 //! real HTTP: one slow dependency, one fast one, what a concurrency limit does
 //! to the fast one's callers, what a breaker does when the slow one goes
 //! down, and how a handler with a request budget still answers in time when
-//! one of the systems it calls degrades.
+//! one of the systems it calls degrades; then the same limits as tower
+//! middleware and as Prometheus metrics.
 //!
-//! Run: `cargo run --example tour --features tokio`
+//! Run: `cargo run --example tour --features tokio,tower,metrics`
 //!
 //! The program starts a small axum server on `127.0.0.1` (a random free
 //! port, loopback only) with two endpoints, then calls them with one shared
@@ -68,7 +69,20 @@
 //! `Retry-After` from [`watertight::policy::Error::retry_after`]. Stock serves every
 //! request it is asked, unaffected. The client prints each request as it was
 //! sent: status, the time it took (measured, not asserted) and the body.
+//!
+//! Act 6 is issue 6's, briefly (`examples/load_shedding.rs` and
+//! `examples/prometheus.rs` show each integration at length). Inbound load
+//! shedding, seed 004's: the server's `GET /report` (200 ms) sits behind a
+//! [`BulkheadLayer`] of 2 slots that fails fast, and a refusal is answered
+//! 503 with `Retry-After: 1` by axum's `HandleErrorLayer`; 5 requests at once
+//! get 2 × 200 and 3 × 503 at once (the handler is not called for those).
+//! Then a few lines of Prometheus text from a real exporter
+//! (`metrics-exporter-prometheus`): the exporters of act 5's two policies
+//! and of the report bulkhead were registered once at start-up, on a local
+//! recorder, and are updated right before rendering, as a `/metrics`
+//! handler would.
 
+use std::convert::Infallible;
 use std::fmt::Display;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -77,17 +91,23 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower::ServiceBuilder;
 use watertight::breaker::{
     OnTransition, Outcome as BreakerOutcome, State as BreakerState, Transition,
 };
 use watertight::clock::{self, Clock, TokioClock};
 use watertight::deadline::Deadline;
+use watertight::metrics::{BulkheadExporter, PolicyExporter};
 use watertight::policy::ErrorKind;
+use watertight::tower::{BulkheadError, BulkheadLayer};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 use watertight::{OwnedPermit, Policy, PolicyConfig, Rejection};
 
@@ -385,11 +405,37 @@ fn json_headers() -> HeaderMap {
     headers
 }
 
+// ---------------------------------------------------------------- act 6's server
+
+/// How long `GET /report` takes: a slow endpoint worth protecting.
+const REPORT: Duration = Duration::from_millis(200);
+/// How many reports the server makes at once; the rest are shed.
+const REPORT_SLOTS: usize = 2;
+
+async fn report() -> Json {
+    tokio::time::sleep(REPORT).await;
+    json(r#"{"report":"ready"}"#.to_owned())
+}
+
+/// The bulkhead layer's refusal, as seed 004 answers it: 503 at once, come
+/// back in a second.
+async fn shed(err: BulkheadError<Infallible>) -> Response {
+    match err {
+        BulkheadError::Rejected(why) => {
+            let headers = [(RETRY_AFTER, HeaderValue::from_static("1"))];
+            (StatusCode::SERVICE_UNAVAILABLE, headers, why.to_string()).into_response()
+        }
+        BulkheadError::Inner(never) => match never {},
+    }
+}
+
 /// Serves every endpoint on a random free loopback port; returns the base URL
-/// and the storefront (for its policies' state).
+/// and the storefront (for its policies' state). `/report` is behind
+/// `reports`, as tower middleware.
 async fn start_server(
     shipping: Arc<Shipping>,
     backends: Arc<Backends>,
+    reports: Arc<Bulkhead<TokioClock>>,
 ) -> (String, Arc<Storefront>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -420,6 +466,15 @@ async fn start_server(
                 .route("/product/{sku}", get(product))
                 .route("/checkout/{sku}", get(checkout))
                 .with_state(front.clone()),
+        )
+        .route(
+            "/report",
+            // Fail fast: no free slot, no handler call, a 503 from `shed`.
+            get(report).route_layer(
+                ServiceBuilder::new()
+                    .layer(HandleErrorLayer::new(shed))
+                    .layer(BulkheadLayer::new(reports)),
+            ),
         );
     tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
     (base, front)
@@ -782,13 +837,103 @@ async fn visit(
     Visit { status, body, took }
 }
 
+// ---------------------------------------------------------------- act 6's client
+
+/// The exporters of act 5's two policies and of act 6's bulkhead, made once.
+struct Exporters {
+    pricing: PolicyExporter,
+    stock: PolicyExporter,
+    reports: BulkheadExporter,
+}
+
+impl Exporters {
+    /// Copies the numbers now into the handles: what a `/metrics` handler
+    /// does before rendering.
+    fn update(&self, front: &Storefront, reports: &Bulkhead<TokioClock>) {
+        self.pricing.update(&front.pricing);
+        self.stock.update(&front.stock);
+        self.reports.update(reports);
+    }
+}
+
+/// What one `GET /report` got: status, `Retry-After`, body, time taken.
+struct Shed {
+    status: u16,
+    retry_after: Option<String>,
+    body: String,
+    took: Duration,
+}
+
+/// `n` GETs of `/report` sent at once, each its own task; the answers in the
+/// order they came back.
+async fn report_burst(client: &reqwest::Client, base: &str, n: usize) -> Vec<Shed> {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (client, url) = (client.clone(), format!("{base}/report"));
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let response = client.get(url).send().await.expect("HTTP request");
+                let status = response.status().as_u16();
+                let retry_after = response
+                    .headers()
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let body = response.text().await.expect("HTTP response body");
+                Shed {
+                    status,
+                    retry_after,
+                    body,
+                    took: start.elapsed(),
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(n);
+    for task in tasks {
+        answers.push(task.await.expect("report task panicked"));
+    }
+    answers.sort_by_key(|a| a.took);
+    answers
+}
+
+/// The lines of a Prometheus scrape worth showing here, sorted: each
+/// system's breaker state and refusals, and each bulkhead's refusals for
+/// being full.
+fn relevant(scrape: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = scrape
+        .lines()
+        .filter(|l| {
+            l.starts_with("circuit_breaker_state{")
+                || l.starts_with("circuit_breaker_rejected_total{")
+                || (l.starts_with("bulkhead_rejected_total{") && l.contains(r#"reason="full""#))
+        })
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
 // ---------------------------------------------------------------- the acts
 
 #[tokio::main]
 async fn main() {
     let shipping_service = Arc::new(Shipping::default());
     let backends = Arc::new(Backends::default());
-    let (base, front) = start_server(shipping_service.clone(), backends.clone()).await;
+    let reports = bulkhead("report", REPORT_SLOTS);
+    let (base, front) =
+        start_server(shipping_service.clone(), backends.clone(), reports.clone()).await;
+    // Act 6's exporters, registered once at start-up on their own recorder
+    // (a local one: the tour installs no global recorder).
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus: PrometheusHandle = recorder.handle();
+    let exporters = metrics::with_local_recorder(&recorder, || {
+        watertight::metrics::describe();
+        Exporters {
+            pricing: PolicyExporter::new(&front.pricing),
+            stock: PolicyExporter::new(&front.stock),
+            reports: BulkheadExporter::new(&reports),
+        }
+    });
     // `no_proxy`: the server is on loopback; an HTTP_PROXY in the environment
     // must not route the tour through somewhere else.
     let client = reqwest::Client::builder()
@@ -1104,4 +1249,54 @@ async fn main() {
         PRICING_SLOW.as_millis(),
         FAST.as_millis()
     );
+
+    // Act 6 — issue 6: the same primitives as tower middleware and as metrics.
+    header(
+        "Act 6: load shedding with tower, and the numbers in Prometheus",
+        &format!(
+            "/report ({} ms) behind watertight::tower::BulkheadLayer: bulkhead \"report\" ({}), \
+             fail fast, a refusal answered 503 + Retry-After: 1; 5 requests at once",
+            REPORT.as_millis(),
+            REPORT_SLOTS
+        ),
+    );
+    let answers = report_burst(&client, &base, 5).await;
+    for a in &answers {
+        let retry = a
+            .retry_after
+            .as_deref()
+            .map(|v| format!(", Retry-After: {v}"))
+            .unwrap_or_default();
+        println!(
+            "  GET /report -> {} in {:>3} ms{retry:<16}  {}",
+            a.status,
+            ms(a.took),
+            a.body
+        );
+    }
+    let m = reports.metrics();
+    let shed_at_once = answers
+        .iter()
+        .filter(|a| a.status == 503 && a.retry_after.as_deref() == Some("1"))
+        .count();
+    println!(
+        "  -> {} served, {} shed at once with 503 + Retry-After: 1; bulkhead \"report\": \
+         accepted {}, rejected {} (full), peak in flight {}/{}",
+        answers.iter().filter(|a| a.status == 200).count(),
+        shed_at_once,
+        m.accepted,
+        m.rejected_full,
+        m.peak_in_flight,
+        m.capacity
+    );
+
+    exporters.update(&front, &reports);
+    println!();
+    println!(
+        "  Prometheus text (metrics-exporter-prometheus), a few lines of the scrape — \
+         state: 0 closed, 1 open, 2 half_open:"
+    );
+    for line in relevant(&prometheus.render()) {
+        println!("    {line}");
+    }
 }
