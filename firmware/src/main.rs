@@ -1,0 +1,192 @@
+//! watertight on an embassy Cortex-M4F firmware (STM32F407 memory map).
+//!
+//! Three workers call a fake upstream (a 5 ms timer, every 7th call fails,
+//! every 16th takes 50 ms). Builds, selected by features:
+//!
+//! - default: fail-fast `Bulkhead::try_acquire`, the breaker and
+//!   `deadline::timeout`, with watertight's `alloc` off and **no global
+//!   allocator** in the binary;
+//! - `heap`: watertight `alloc` and embedded-alloc (8 KiB); the workers wait
+//!   for a permit with `acquire_timeout(..).await`;
+//! - `unguarded`: the baseline, the upstream called directly, to measure what
+//!   the guards cost.
+//!
+//! It is built and linked (not run) by `build.sh`, which prints its sizes.
+
+#![no_std]
+#![no_main]
+
+#[cfg(all(feature = "heap", feature = "unguarded"))]
+compile_error!("`heap` and `unguarded` are separate builds: pick one");
+
+mod time_driver;
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use embassy_executor::Spawner;
+use embassy_time::Timer;
+use panic_halt as _;
+
+/// Outcome counters, kept in statics so the work is observable.
+static OK: AtomicU32 = AtomicU32::new(0);
+static FAILED: AtomicU32 = AtomicU32::new(0);
+static TIMED_OUT: AtomicU32 = AtomicU32::new(0);
+#[cfg_attr(feature = "unguarded", allow(dead_code))]
+static REJECTED: AtomicU32 = AtomicU32::new(0);
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UpstreamError {
+    /// The upstream answered with an error.
+    Refused,
+    /// No answer within the deadline.
+    #[cfg_attr(feature = "unguarded", allow(dead_code))]
+    TimedOut,
+}
+
+/// The fake upstream: 5 ms per call, every 16th call 50 ms, every 7th fails.
+async fn upstream_call() -> Result<u32, UpstreamError> {
+    let n = CALLS.fetch_add(1, Relaxed);
+    if n % 16 == 15 {
+        Timer::after_millis(50).await;
+    } else {
+        Timer::after_millis(5).await;
+    }
+    if n % 7 == 3 {
+        Err(UpstreamError::Refused)
+    } else {
+        Ok(n)
+    }
+}
+
+fn count(result: Result<u32, UpstreamError>) {
+    match result {
+        Ok(_) => OK.fetch_add(1, Relaxed),
+        Err(UpstreamError::Refused) => FAILED.fetch_add(1, Relaxed),
+        Err(UpstreamError::TimedOut) => TIMED_OUT.fetch_add(1, Relaxed),
+    };
+}
+
+#[cfg(not(feature = "unguarded"))]
+mod guarded {
+    use core::sync::atomic::Ordering::Relaxed;
+    use core::time::Duration;
+
+    use watertight::clock::EmbassyClock;
+    use watertight::deadline::timeout;
+    use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker};
+
+    use super::{count, upstream_call, UpstreamError, REJECTED};
+
+    /// At most two calls in flight to the upstream.
+    pub static UPSTREAM_BULKHEAD: Bulkhead<EmbassyClock> =
+        Bulkhead::new("upstream", 2, EmbassyClock::new());
+
+    const BREAKER_CONFIG: BreakerConfig = match BreakerConfig::builder()
+        .window_size(64)
+        .minimum_calls(8)
+        .failure_rate_threshold(50.0)
+        .slow_call_duration(Duration::from_millis(20))
+        .open_duration(Duration::from_secs(2))
+        .build()
+    {
+        Ok(config) => config,
+        Err(e) => e.panic(),
+    };
+
+    /// Opens when half the last 64 calls failed.
+    pub static UPSTREAM_BREAKER: CircuitBreaker<EmbassyClock, 64> =
+        CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+
+    /// The upstream call under a 20 ms deadline.
+    async fn bounded_call() -> Result<u32, UpstreamError> {
+        match timeout(EmbassyClock::new(), Duration::from_millis(20), upstream_call()).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(UpstreamError::TimedOut),
+        }
+    }
+
+    /// One guarded call: bulkhead permit, then breaker, then deadline.
+    pub async fn call_once(worker: u32) {
+        // Fail fast when the bulkhead is full (no allocation) ...
+        #[cfg(not(feature = "heap"))]
+        let permit = UPSTREAM_BULKHEAD.try_acquire();
+        // ... or wait up to 15 ms for a permit (event-listener allocates).
+        #[cfg(feature = "heap")]
+        let permit = UPSTREAM_BULKHEAD
+            .acquire_timeout(Duration::from_millis(15))
+            .await;
+        let Ok(_permit) = permit else {
+            REJECTED.fetch_add(1, Relaxed);
+            return;
+        };
+
+        if worker == 0 {
+            // The breaker's manual form: a permit recorded by hand.
+            let Ok(call) = UPSTREAM_BREAKER.try_acquire() else {
+                REJECTED.fetch_add(1, Relaxed);
+                return;
+            };
+            let result = bounded_call().await;
+            if result.is_ok() {
+                call.success();
+            } else {
+                call.failure();
+            }
+            count(result);
+        } else {
+            // The breaker's future form.
+            match UPSTREAM_BREAKER.call(bounded_call()).await {
+                Ok(n) => count(Ok(n)),
+                Err(CallError::Failed(e)) => count(Err(e)),
+                Err(CallError::Rejected(_)) => {
+                    REJECTED.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+}
+
+#[embassy_executor::task(pool_size = 3)]
+async fn worker(id: u32) {
+    loop {
+        #[cfg(not(feature = "unguarded"))]
+        guarded::call_once(id).await;
+        #[cfg(feature = "unguarded")]
+        {
+            let _ = id;
+            count(upstream_call().await);
+        }
+        Timer::after_millis(10).await;
+    }
+}
+
+#[cfg(feature = "heap")]
+mod heap {
+    use core::mem::MaybeUninit;
+    use embedded_alloc::LlffHeap;
+
+    pub const HEAP_SIZE: usize = 8 * 1024;
+
+    #[global_allocator]
+    static HEAP: LlffHeap = LlffHeap::empty();
+
+    /// Hands the 8 KiB arena to the allocator. Call once, first thing.
+    pub fn init() {
+        static mut ARENA: [MaybeUninit<u8>; HEAP_SIZE] = [MaybeUninit::uninit(); HEAP_SIZE];
+        // SAFETY: called once at start, before any allocation; ARENA is used
+        // by nothing else.
+        unsafe { HEAP.init(core::ptr::addr_of_mut!(ARENA) as usize, HEAP_SIZE) }
+    }
+}
+
+#[embassy_executor::main]
+async fn main(spawner: Spawner) {
+    #[cfg(feature = "heap")]
+    heap::init();
+    let core = cortex_m::Peripherals::take().unwrap();
+    time_driver::init(core.SYST);
+    for id in 0..3 {
+        spawner.spawn(worker(id).unwrap());
+    }
+}
