@@ -480,6 +480,22 @@ impl<C: Timer> Bulkhead<C> {
 
 /// [`AcquireUntil`] made from a duration by
 /// [`Bulkhead::acquire_timeout`]; the deadline is fixed when it is created.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::Bulkhead;
+/// use watertight::clock::ManualClock;
+/// use watertight::futures::AcquireTimeout;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let db = Bulkhead::new("db", 2, &clock);
+/// let wait: AcquireTimeout<'_, &ManualClock> = db.acquire_timeout(Duration::from_millis(100));
+/// assert_eq!(wait.await.unwrap().count(), 1);
+/// # });
+/// ```
 pub type AcquireTimeout<'a, C> = AcquireUntil<'a, C>;
 
 /// The future of [`Bulkhead::acquire`] and [`Bulkhead::acquire_many`].
@@ -487,6 +503,26 @@ pub type AcquireTimeout<'a, C> = AcquireUntil<'a, C>;
 /// # Cancel safety
 ///
 /// Dropping it before completion takes no permit and holds no place.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::Bulkhead;
+/// use watertight::clock::ManualClock;
+/// use watertight::futures::Acquire;
+///
+/// // Named, so it can be kept in a struct.
+/// struct Pending<'a> {
+///     slot: Acquire<'a, &'a ManualClock>,
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let db = Bulkhead::new("db", 1, &clock);
+/// let pending = Pending { slot: db.acquire() };
+/// assert_eq!(pending.slot.await.unwrap().count(), 1);
+/// # });
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
 pub struct Acquire<'a, C> {
@@ -521,6 +557,24 @@ pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it before completion takes no permit and holds no place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::futures::AcquireUntil;
+    /// use watertight::{AcquireError, Bulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 1, &clock);
+    /// let _held = db.try_acquire().unwrap();
+    /// let wait: AcquireUntil<'_, &ManualClock> = db.acquire_until(clock.now() + Duration::from_millis(10));
+    /// clock.advance(Duration::from_millis(10));
+    /// assert_eq!(wait.await.unwrap_err(), AcquireError::TimedOut);
+    /// # });
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct AcquireUntil<'a, C: Timer> {
         bulkhead: &'a Bulkhead<C>,
@@ -735,6 +789,24 @@ mod owned {
     /// # Cancel safety
     ///
     /// Dropping it before completion takes no permit and holds no place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    /// use watertight::futures::AcquireOwned;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let db = Arc::new(Bulkhead::new("db", 1, StdClock));
+    /// // Owns its `Arc`: `'static`, so it can move into a spawned task.
+    /// let wait: AcquireOwned<StdClock> = db.acquire_owned();
+    /// let permit = wait.await.unwrap();
+    /// assert_eq!(db.in_flight(), 1);
+    /// drop(permit);
+    /// # });
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     #[derive(Debug)]
     pub struct AcquireOwned<C> {
@@ -761,6 +833,23 @@ mod owned {
     }
 
     /// [`AcquireOwnedUntil`] made from a duration.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::futures::AcquireOwnedTimeout;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = Arc::new(ManualClock::new());
+    /// let db = Arc::new(Bulkhead::new("db", 1, clock));
+    /// let wait: AcquireOwnedTimeout<Arc<ManualClock>> = db.acquire_owned_timeout(Duration::from_millis(10));
+    /// assert_eq!(wait.await.unwrap().count(), 1);
+    /// # });
+    /// ```
     pub type AcquireOwnedTimeout<C> = AcquireOwnedUntil<C>;
 
     pin_project! {
@@ -770,6 +859,24 @@ mod owned {
         /// # Cancel safety
         ///
         /// Dropping it before completion takes no permit and holds no place.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use core::time::Duration;
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::{Clock, ManualClock};
+        /// use watertight::futures::AcquireOwnedUntil;
+        ///
+        /// # futures_lite::future::block_on(async {
+        /// let clock = Arc::new(ManualClock::new());
+        /// let db = Arc::new(Bulkhead::new("db", 1, Arc::clone(&clock)));
+        /// let wait: AcquireOwnedUntil<Arc<ManualClock>> =
+        ///     db.acquire_owned_until(clock.now() + Duration::from_millis(10));
+        /// assert_eq!(wait.await.unwrap().count(), 1);
+        /// # });
+        /// ```
         #[must_use = "futures do nothing unless you `.await` or poll them"]
         pub struct AcquireOwnedUntil<C: Timer> {
             bulkhead: Arc<Bulkhead<C>>,
