@@ -22,7 +22,9 @@ use core::pin::pin;
 use core::task::Poll;
 use core::time::Duration;
 
-use crate::breaker::{BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection};
+use crate::breaker::{
+    err_is_failure, BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection,
+};
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Instant, Timer};
 use crate::deadline::{timeout_at, Deadline};
@@ -832,13 +834,6 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     async fn wait_for_slot(&self, _wait: Duration) -> Result<crate::Permit<'_, C>, AcquireError> {
         // `PolicyConfig::build` refuses a wait without `alloc`.
         self.bulkhead.try_acquire()
-    }
-}
-
-fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
-    match result {
-        Ok(_) => Outcome::Success,
-        Err(_) => Outcome::Failure,
     }
 }
 

@@ -446,11 +446,7 @@ pub struct ErrorIsFailure;
 
 impl<T, E> Classify<T, E> for ErrorIsFailure {
     fn classify(&self, result: &Result<T, E>) -> Outcome {
-        if result.is_ok() {
-            Outcome::Success
-        } else {
-            Outcome::Failure
-        }
+        crate::breaker::err_is_failure(result)
     }
 }
 

@@ -840,13 +840,17 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// Notes that the half-open episode of generation `gen` admitted a probe
     /// at `now` (only with a limit set).
     fn note_admission(&self, gen: u32, now: Instant) {
-        let stamp = word::stamp(gen, word::floor(now));
-        let mut old = self.admitted.load(Acquire);
+        self.publish(&self.admitted, gen, word::floor(now));
+    }
+
+    /// Publishes `at` as the stamp of generation `gen` in `word`, unless the
+    /// breaker has moved past `gen` (a later generation's stamp must not be
+    /// overwritten by a late writer).
+    fn publish(&self, word: &AtomicStamp, gen: u32, at: Instant) {
+        let stamp = word::stamp(gen, at);
+        let mut old = word.load(Acquire);
         while old != stamp && self.current(gen) {
-            match self
-                .admitted
-                .compare_exchange_weak(old, stamp, AcqRel, Acquire)
-            {
+            match word.compare_exchange_weak(old, stamp, AcqRel, Acquire) {
                 Ok(_) => break,
                 Err(actual) => old = actual,
             }
@@ -1171,17 +1175,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         let at = word::floor(at);
         let gen = word::gen(to);
         let current = || self.current(gen);
-        let stamp = word::stamp(gen, at);
-        let mut old = self.stamp.load(Acquire);
-        while old != stamp && current() {
-            match self
-                .stamp
-                .compare_exchange_weak(old, stamp, AcqRel, Acquire)
-            {
-                Ok(_) => break,
-                Err(actual) => old = actual,
-            }
-        }
+        self.publish(&self.stamp, gen, at);
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
             _ => self.window.freeze(current),
@@ -1226,7 +1220,7 @@ enum Expiry {
     Moved(u32),
 }
 
-fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
+pub(crate) fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
     match result {
         Ok(_) => Outcome::Success,
         Err(_) => Outcome::Failure,
