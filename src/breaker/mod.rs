@@ -16,7 +16,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::clock::{Clock, Instant};
+use crate::clock::{nanos, Clock, Instant};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
@@ -28,6 +28,24 @@ use window::{Counts, Kind, Recorded, Window, MAX_WINDOW};
 use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN, HALF_OPEN, OPEN};
 
 /// The state of a breaker.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::breaker::State;
+/// use watertight::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let payments: CircuitBreaker<_, 64> =
+///     CircuitBreaker::new("payments", BreakerConfig::DEFAULT, &clock);
+/// assert_eq!(payments.state(), State::Closed);
+/// payments.disable(); // an operator's switch: admit everything
+/// assert_eq!(payments.state(), State::Disabled);
+/// payments.force_open(); // the other switch: refuse everything
+/// assert_eq!(payments.state(), State::ForcedOpen);
+/// assert!(payments.try_acquire().is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
     /// Calls pass and their outcomes fill the window.
@@ -57,6 +75,17 @@ impl State {
 
     /// The state's name in lowercase snake case (`"half_open"`), for logs and
     /// metric labels.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::State;
+    ///
+    /// assert_eq!(State::HalfOpen.as_str(), "half_open");
+    /// assert_eq!(State::ForcedOpen.as_str(), "forced_open");
+    /// // `Display` writes the same name.
+    /// assert_eq!(State::Open.to_string(), State::Open.as_str());
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",
@@ -80,6 +109,30 @@ impl fmt::Display for State {
 /// timeout is a [`Failure`](Outcome::Failure); a call cancelled by its own
 /// caller, or refused for bad input before it reached the system, says
 /// nothing about the system ([`Ignored`](Outcome::Ignored)).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker, Outcome};
+/// use watertight::clock::ManualClock;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let search: CircuitBreaker<_, 64> =
+///     CircuitBreaker::new("search", BreakerConfig::DEFAULT, &clock);
+/// let classify = |r: &Result<u16, &str>| match r {
+///     Ok(status) if *status >= 500 => Outcome::Failure,
+///     Ok(_) => Outcome::Success,
+///     Err(_bad_query) => Outcome::Ignored, // refused before it reached the system
+/// };
+/// for result in [Ok(404), Ok(503), Err("empty query")] {
+///     let got = search.call_with(async move { result }, classify).await;
+///     assert_eq!(got.is_ok(), result.is_ok()); // the result comes back as it was
+/// }
+/// let m = search.metrics();
+/// assert_eq!((m.calls, m.failed_calls), (2, 1)); // the ignored call is not in the window
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// The system answered.
@@ -91,6 +144,28 @@ pub enum Outcome {
 }
 
 /// One state change, as a [`OnTransition`] listener sees it.
+///
+/// # Examples
+///
+/// ```
+/// use core::cell::RefCell;
+/// use core::time::Duration;
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::breaker::{State, Transition};
+/// use watertight::clock::{Instant, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let log = RefCell::new(Vec::new());
+/// let config = BreakerConfig::builder().window_size(4).minimum_calls(2).build().unwrap();
+/// let record = |t: &Transition| log.borrow_mut().push(*t);
+/// let payments = CircuitBreaker::<_, 4, _>::with_listener("payments", config, &clock, record);
+/// clock.advance(Duration::from_secs(10));
+/// payments.try_acquire().unwrap().failure();
+/// payments.try_acquire().unwrap().failure();
+/// let t = log.borrow()[0];
+/// assert_eq!((t.name, t.from, t.to), ("payments", State::Closed, State::Open));
+/// assert_eq!(t.at, Instant::from_nanos(10_000_000_000));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transition {
     /// The breaker's name.
@@ -116,8 +191,63 @@ pub struct Transition {
 /// it must not block. Two transitions made at once by two threads may reach
 /// the listener in either order; `at` and the sequence of `from`/`to` tell
 /// them apart.
+///
+/// # Examples
+///
+/// A listener type of its own, counting how often the breaker opened:
+///
+/// ```
+/// use core::sync::atomic::{AtomicUsize, Ordering};
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::breaker::{OnTransition, State, Transition};
+/// use watertight::clock::ManualClock;
+///
+/// struct OpenCounter<'a>(&'a AtomicUsize);
+///
+/// impl OnTransition for OpenCounter<'_> {
+///     fn on_transition(&self, t: &Transition) {
+///         if t.to == State::Open {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// let (clock, opened) = (ManualClock::new(), AtomicUsize::new(0));
+/// let config = BreakerConfig::builder().window_size(2).minimum_calls(2).build().unwrap();
+/// let db: CircuitBreaker<_, 2, _> =
+///     CircuitBreaker::with_listener("db", config, &clock, OpenCounter(&opened));
+/// db.try_acquire().unwrap().failure();
+/// db.try_acquire().unwrap().failure();
+/// db.reset(); // Open -> Closed is not counted
+/// assert_eq!(opened.load(Ordering::Relaxed), 1);
+/// ```
 pub trait OnTransition {
     /// Called once per transition.
+    ///
+    /// # Examples
+    ///
+    /// Any `Fn(&Transition)` is a listener, and can be called directly:
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use watertight::breaker::{OnTransition, State, Transition};
+    /// use watertight::clock::Instant;
+    ///
+    /// let reopened = Cell::new(0);
+    /// let listener = |t: &Transition| {
+    ///     if t.from == State::HalfOpen && t.to == State::Open {
+    ///         reopened.set(reopened.get() + 1);
+    ///     }
+    /// };
+    /// let t = Transition {
+    ///     name: "payments",
+    ///     from: State::HalfOpen,
+    ///     to: State::Open,
+    ///     at: Instant::ZERO,
+    /// };
+    /// listener.on_transition(&t);
+    /// assert_eq!(reopened.get(), 1);
+    /// ```
     fn on_transition(&self, transition: &Transition);
 }
 
@@ -134,6 +264,20 @@ impl<F: Fn(&Transition)> OnTransition for F {
 }
 
 /// A breaker on the process-wide [`StdClock`](crate::clock::StdClock).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::BreakerConfig;
+/// use watertight::breaker::{State, StdBreaker};
+/// use watertight::clock::StdClock;
+///
+/// static INVENTORY: StdBreaker<64> =
+///     StdBreaker::new("inventory", BreakerConfig::DEFAULT, StdClock::new());
+/// INVENTORY.try_acquire().unwrap().success();
+/// assert_eq!(INVENTORY.state(), State::Closed);
+/// assert_eq!(INVENTORY.metrics().calls, 1);
+/// ```
 #[cfg(feature = "std")]
 pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 
@@ -636,7 +780,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// ```
     pub fn state(&self) -> State {
         let mut s = self.state.load(Acquire);
-        let now = self.clock.now();
+        let now = self.now();
         loop {
             return match word::state(s) {
                 OPEN => match self.began(s, now) {
@@ -711,7 +855,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// the moment it ran out.
     fn last_transition(&self) -> Option<Instant> {
         let s = self.state.load(Acquire);
-        let now = self.clock.now();
+        let now = self.now();
         if word::state(s) == HALF_OPEN && self.config.max_half_open_ns != 0 {
             if let Expiry::At(expired) = self.half_open_expiry(s, now) {
                 return Some(word::floor(expired));
@@ -774,7 +918,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// ```
     pub fn reset(&self) {
         let mut s = self.state.load(Acquire);
-        let now = self.clock.now();
+        let now = self.now();
         loop {
             match self.transition(s, word::next(s, CLOSED), now) {
                 Ok(()) => return,
@@ -785,8 +929,17 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
     // ---- internals -------------------------------------------------------
 
+    /// The clock, read out of line. The hot paths (`start`, `record`)
+    /// read it inline; everything else goes through here, because on a
+    /// microcontroller each inlined read is a critical section and a 64-bit
+    /// multiplication, about 40 bytes of flash per call site.
+    #[inline(never)]
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     fn open_duration(&self) -> Duration {
-        Duration::from_nanos(self.config.open_ns)
+        hint(self.config.open_ns)
     }
 
     /// Whether generation `gen` is still the breaker's.
@@ -829,7 +982,8 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 Began::Moved(current) => return Expiry::Moved(current),
             },
         };
-        let expires = last.saturating_add(Duration::from_nanos(self.config.max_half_open_ns));
+        let expires =
+            Instant::from_nanos(last.as_nanos().saturating_add(self.config.max_half_open_ns));
         if now >= expires {
             Expiry::At(expires)
         } else {
@@ -840,14 +994,13 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// Notes that the half-open episode of generation `gen` admitted a probe
     /// at `now` (only with a limit set).
     fn note_admission(&self, gen: u32, now: Instant) {
-        self.publish(&self.admitted, gen, word::floor(now));
+        self.publish(&self.admitted, gen, word::stamp(gen, now));
     }
 
     /// Publishes `at` as the stamp of generation `gen` in `word`, unless the
     /// breaker has moved past `gen` (a later generation's stamp must not be
     /// overwritten by a late writer).
-    fn publish(&self, word: &AtomicStamp, gen: u32, at: Instant) {
-        let stamp = word::stamp(gen, at);
+    fn publish(&self, word: &AtomicStamp, gen: u32, stamp: word::Stamp) {
         let mut old = word.load(Acquire);
         while old != stamp && self.current(gen) {
             match word.compare_exchange_weak(old, stamp, AcqRel, Acquire) {
@@ -857,7 +1010,9 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         }
     }
 
-    #[inline]
+    /// Counts a refusal (and reports it to `tracing`); out of line, as it is
+    /// reached from four places of the slow path.
+    #[inline(never)]
     fn reject(&self, why: Rejection) -> Rejection {
         self.rejected.fetch_add(1, Relaxed);
         // One event per refusal, at DEBUG: refusals come at the rate of
@@ -913,34 +1068,24 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                         start: self.start(),
                     })
                 }
-                DISABLED => {
-                    return Ok(Raw {
-                        gen: word::gen(s),
-                        probe: 0,
-                        start: Instant::from_nanos(0),
-                    })
-                }
                 FORCED_OPEN => return Err(self.reject(Rejection::ForcedOpen)),
                 OPEN => {
-                    let now = self.clock.now();
+                    let now = self.now();
                     let opened = match self.began(s, now) {
                         Began::At(opened) => opened,
-                        Began::Unpublished => {
-                            // Just opened by a thread that has not published
-                            // the stamp yet: the whole wait is ahead.
-                            return Err(self.reject(Rejection::Open {
-                                retry_after: self.open_duration(),
-                            }));
-                        }
+                        // Just opened by a thread that has not published the
+                        // stamp yet: the whole wait is ahead (`open_ns` is
+                        // never zero, so the refusal below follows).
+                        Began::Unpublished => now,
                         Began::Moved(current) => {
                             s = current;
                             continue;
                         }
                     };
-                    let ends = opened.saturating_add(self.open_duration());
-                    if now < ends {
+                    let ends = opened.as_nanos().saturating_add(self.config.open_ns);
+                    if now.as_nanos() < ends {
                         return Err(self.reject(Rejection::Open {
-                            retry_after: ends.saturating_duration_since(now),
+                            retry_after: hint(ends - now.as_nanos()),
                         }));
                     }
                     // The wait is over: this call begins a half-open episode
@@ -963,7 +1108,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 }
                 HALF_OPEN => {
                     if self.config.max_half_open_ns != 0 {
-                        match self.half_open_expiry(s, self.clock.now()) {
+                        match self.half_open_expiry(s, self.now()) {
                             Expiry::At(expired) => {
                                 match self.transition(s, word::next(s, OPEN), expired) {
                                     Ok(()) => s = self.state.load(Acquire),
@@ -990,7 +1135,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                                 let now = if self.config.slow_ns != 0 {
                                     start
                                 } else {
-                                    self.clock.now()
+                                    self.now()
                                 };
                                 self.note_admission(word::gen(s), now);
                             }
@@ -1003,7 +1148,14 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                         Err(actual) => s = actual,
                     }
                 }
-                _ => unreachable!("state word holds one of five states"),
+                // DISABLED, the fifth state: admit and record nothing.
+                _ => {
+                    return Ok(Raw {
+                        gen: word::gen(s),
+                        probe: 0,
+                        start: Instant::from_nanos(0),
+                    })
+                }
             }
         }
     }
@@ -1014,8 +1166,12 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     #[inline(always)]
     fn record(&self, raw: Raw, failed: bool) {
         let slow = self.config.slow_ns != 0
-            && self.clock.now().saturating_duration_since(raw.start)
-                > Duration::from_nanos(self.config.slow_ns);
+            && self
+                .clock
+                .now()
+                .as_nanos()
+                .saturating_sub(raw.start.as_nanos())
+                > self.config.slow_ns;
         if !failed
             && !slow
             && self.state.load(Acquire) == word::make(CLOSED, raw.gen)
@@ -1030,84 +1186,85 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
     #[inline(never)]
     fn record_slow(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) {
-        let window_size = self.config.window_size as usize;
-        let mut s = self.state.load(Acquire);
-        if word::gen(s) != raw.gen {
+        // One increment for every way an outcome can turn out stale.
+        if self.record_outcome(raw, kind, failed, slow) == Landed::Stale {
             self.stale.fetch_add(1, Relaxed);
-            return;
         }
-        match word::state(s) {
-            CLOSED => match self
-                .window
-                .record(raw.gen, kind, window_size, || self.current(raw.gen))
-            {
-                None => {
-                    self.stale.fetch_add(1, Relaxed);
+    }
+
+    /// Records an outcome the inline check of `record` could not settle;
+    /// says whether it was counted or came too late.
+    #[inline(always)]
+    fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
+        let mut s = self.state.load(Acquire);
+        let state = word::state(s);
+        if word::gen(s) != raw.gen {
+            return Landed::Stale;
+        }
+        // Disabled records nothing. Open and ForcedOpen hand out no permits,
+        // so a permit of their generation cannot exist.
+        if state != CLOSED && state != HALF_OPEN {
+            return Landed::Yes;
+        }
+        if state == HALF_OPEN && self.config.max_half_open_ns != 0 {
+            match self.half_open_expiry(s, self.now()) {
+                Expiry::At(expired) => {
+                    // The episode ran out before this probe came back: it
+                    // reopens, and this outcome is too late.
+                    let _ = self.transition(s, word::next(s, OPEN), expired);
+                    return Landed::Stale;
                 }
-                Some(Recorded::Unchanged) => {}
-                Some(Recorded::Counted(counts)) => {
-                    if self.trips(counts) {
-                        let _ = self.transition(s, word::next(s, OPEN), self.clock.now());
-                    }
+                Expiry::Moved(_) => {
+                    return Landed::Stale;
                 }
-            },
-            HALF_OPEN => {
-                if self.config.max_half_open_ns != 0 {
-                    match self.half_open_expiry(s, self.clock.now()) {
-                        Expiry::At(expired) => {
-                            // The episode ran out before this probe came
-                            // back: it reopens, and this outcome is too late.
-                            let _ = self.transition(s, word::next(s, OPEN), expired);
-                            self.stale.fetch_add(1, Relaxed);
-                            return;
-                        }
-                        Expiry::Moved(_) => {
-                            self.stale.fetch_add(1, Relaxed);
-                            return;
-                        }
-                        Expiry::Not => {}
-                    }
-                }
-                if self
-                    .window
-                    .record(raw.gen, kind, window_size, || self.current(raw.gen))
-                    .is_none()
-                {
-                    self.stale.fetch_add(1, Relaxed);
-                    return;
-                }
-                loop {
-                    if word::gen(s) != raw.gen {
-                        // Another probe decided the episode meanwhile.
-                        self.stale.fetch_add(1, Relaxed);
-                        return;
-                    }
-                    let decided = if failed || slow {
-                        word::next(s, OPEN)
-                    } else {
-                        let succeeded = word::succeeded(s) + 1;
-                        if succeeded >= self.config.half_open_calls as u32 {
-                            word::next(s, CLOSED)
-                        } else {
-                            word::with_succeeded(s, succeeded)
-                        }
-                    };
-                    let result = if word::gen(decided) != raw.gen {
-                        self.transition(s, decided, self.clock.now())
-                    } else {
-                        self.state
-                            .compare_exchange_weak(s, decided, AcqRel, Acquire)
-                            .map(drop)
-                    };
-                    match result {
-                        Ok(()) => return,
-                        Err(actual) => s = actual,
-                    }
+                Expiry::Not => {}
+            }
+        }
+        // One call site for the window in either state: it is the largest
+        // piece of the breaker's code (this matters on a microcontroller).
+        let recorded = self
+            .window
+            .record(raw.gen, kind, self.config.window_size as usize, || {
+                self.current(raw.gen)
+            });
+        let Some(recorded) = recorded else {
+            return Landed::Stale;
+        };
+        if state == CLOSED {
+            if let Recorded::Counted(counts) = recorded {
+                if self.trips(counts) {
+                    let _ = self.transition(s, word::next(s, OPEN), self.now());
                 }
             }
-            // Disabled records nothing. Open and ForcedOpen hand out no
-            // permits, so a permit of their generation cannot exist.
-            _ => {}
+            return Landed::Yes;
+        }
+        // A half-open probe: it decides the episode, or adds to its successes.
+        loop {
+            if word::gen(s) != raw.gen {
+                // Another probe decided the episode meanwhile.
+                return Landed::Stale;
+            }
+            let decided = if failed || slow {
+                word::next(s, OPEN)
+            } else {
+                let succeeded = word::succeeded(s) + 1;
+                if succeeded >= self.config.half_open_calls as u32 {
+                    word::next(s, CLOSED)
+                } else {
+                    word::with_succeeded(s, succeeded)
+                }
+            };
+            let result = if word::gen(decided) != raw.gen {
+                self.transition(s, decided, self.now())
+            } else {
+                self.state
+                    .compare_exchange_weak(s, decided, AcqRel, Acquire)
+                    .map(drop)
+            };
+            match result {
+                Ok(()) => return Landed::Yes,
+                Err(actual) => s = actual,
+            }
         }
     }
 
@@ -1121,7 +1278,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             && word::state(s) == HALF_OPEN
             && self.config.max_half_open_ns != 0
         {
-            match self.half_open_expiry(s, self.clock.now()) {
+            match self.half_open_expiry(s, self.now()) {
                 Expiry::At(expired) => {
                     // The episode ran out while this probe was out: it
                     // reopens, and giving the slot back cannot revive it.
@@ -1155,7 +1312,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
     fn switch_to(&self, to: u32) -> bool {
         let mut s = self.state.load(Acquire);
-        let now = self.clock.now();
+        let now = self.now();
         loop {
             if word::state(s) == to {
                 return false;
@@ -1172,10 +1329,10 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// happened, installs or freezes the window, and tells the listener.
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
-        let at = word::floor(at);
         let gen = word::gen(to);
+        let (stamp, at) = word::stamp_and_floor(gen, at);
         let current = || self.current(gen);
-        self.publish(&self.stamp, gen, at);
+        self.publish(&self.stamp, gen, stamp);
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
             _ => self.window.freeze(current),
@@ -1200,6 +1357,21 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
 
 /// The classifier of [`CircuitBreaker::call`]: an `Err` is a failure.
 pub type ErrIsFailure<T, E> = fn(&Result<T, E>) -> Outcome;
+
+/// A retry hint of `ns` nanoseconds. Out of line: the conversion is a
+/// dozen multiplications on a 32-bit target, and two refusals need it.
+#[inline(never)]
+fn hint(ns: u64) -> Duration {
+    nanos::duration(ns)
+}
+
+/// Whether an outcome was taken (or, in Disabled, deliberately not), or
+/// arrived after the breaker had moved on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Landed {
+    Yes,
+    Stale,
+}
 
 /// What the stamp says about when a state began.
 #[derive(Debug, Clone, Copy)]
@@ -1241,6 +1413,28 @@ impl<C, const N: usize, H> fmt::Debug for CircuitBreaker<C, N, H> {
 }
 
 /// A snapshot of a breaker's numbers, from [`CircuitBreaker::metrics`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::breaker::State;
+/// use watertight::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let config = BreakerConfig::builder().window_size(4).minimum_calls(4).build().unwrap();
+/// let payments: CircuitBreaker<_, 4> = CircuitBreaker::new("payments", config, &clock);
+/// for fail in [false, true, false, true] {
+///     let permit = payments.try_acquire().unwrap();
+///     if fail { permit.failure() } else { permit.success() }
+/// }
+/// assert!(payments.try_acquire().is_err());
+/// let m = payments.metrics();
+/// assert_eq!(m.state, State::Open);
+/// assert_eq!((m.calls, m.failed_calls, m.rejected), (4, 2, 1));
+/// assert_eq!(m.failure_rate, Some(50.0)); // the frozen window shows why it opened
+/// assert!(m.last_transition.is_some());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct BreakerMetrics {
@@ -1274,6 +1468,33 @@ pub struct BreakerMetrics {
 /// Dropped without an outcome, it records nothing and a half-open probe
 /// gives its slot back (a cancelled call says nothing about the system).
 /// Under `std`, dropped while its thread panics, it records a failure.
+///
+/// # Examples
+///
+/// Guarding a blocking call that cannot be wrapped in a future:
+///
+/// ```
+/// use watertight::{BreakerConfig, CircuitBreaker};
+/// use watertight::clock::ManualClock;
+///
+/// fn fetch_stock(sku: &str) -> Result<u32, String> {
+///     if sku.is_empty() { Err("timeout".into()) } else { Ok(3) }
+/// }
+///
+/// let clock = ManualClock::new();
+/// let inventory: CircuitBreaker<_, 64> =
+///     CircuitBreaker::new("inventory", BreakerConfig::DEFAULT, &clock);
+/// for sku in ["A-1", ""] {
+///     let permit = inventory.try_acquire().unwrap();
+///     match fetch_stock(sku) {
+///         Ok(_) => permit.success(),
+///         Err(_) => permit.failure(),
+///     }
+/// }
+/// drop(inventory.try_acquire().unwrap()); // no outcome: nothing recorded
+/// let m = inventory.metrics();
+/// assert_eq!((m.calls, m.failed_calls), (2, 1));
+/// ```
 #[must_use = "a permit records nothing unless its outcome is given"]
 #[clippy::has_significant_drop]
 pub struct CallPermit<'a, C: Clock, const N: usize, H: OnTransition = ()> {
@@ -1386,10 +1607,12 @@ fn finish<C: Clock, const N: usize, H: OnTransition>(
     raw: Raw,
     outcome: Outcome,
 ) {
+    // One inlined `record` for both outcomes, not one per outcome: the
+    // classifier decides at run time anyway, and on a microcontroller each
+    // copy is a clock read and the healthy-window check in flash.
     match outcome {
-        Outcome::Success => breaker.record(raw, false),
-        Outcome::Failure => breaker.record(raw, true),
         Outcome::Ignored => breaker.release(raw),
+        _ => breaker.record(raw, matches!(outcome, Outcome::Failure)),
     }
 }
 
@@ -1473,6 +1696,25 @@ pin_project_lite::pin_project! {
     ///
     /// Dropping it before it completes drops the call and records nothing;
     /// a half-open probe slot it held is given back.
+    ///
+    /// # Examples
+    ///
+    /// The breaker is asked on the first poll, not when the future is made:
+    ///
+    /// ```
+    /// use futures_lite::future::block_on;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::{BreakerConfig, CallError, CircuitBreaker, Rejection};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker: CircuitBreaker<_, 64> =
+    ///     CircuitBreaker::new("ledger", BreakerConfig::DEFAULT, &clock);
+    /// let call = breaker.call(async { Ok::<_, ()>(42) });
+    /// breaker.force_open(); // before the first poll
+    /// assert_eq!(block_on(call), Err(CallError::Rejected(Rejection::ForcedOpen)));
+    /// breaker.reset();
+    /// assert_eq!(block_on(breaker.call(async { Ok::<_, ()>(42) })), Ok(42));
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Call<'a, B: sealed::Guard, F, K> {
         breaker: &'a B,

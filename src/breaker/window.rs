@@ -262,10 +262,6 @@ impl<const N: usize> Window<N> {
         let tag = tag_of(gen);
         let plain = matches!(kind, Kind::Success);
         let mut w = self.word.load(Acquire);
-        // 0. A full window of plain successes does not change with one more.
-        if plain && Self::open_to(w, tag) && Self::all_plain(w, window_size) {
-            return Some(Recorded::Unchanged);
-        }
         // 1. Claim the next index; a plain success lengthens the run, any
         // other outcome ends it.
         let (index, was_full) = loop {
@@ -281,6 +277,7 @@ impl<const N: usize> Window<N> {
                 }
                 continue;
             }
+            // A full window of plain successes does not change with one more.
             if plain && Self::all_plain(w, window_size) {
                 return Some(Recorded::Unchanged);
             }

@@ -104,6 +104,11 @@ mod layout {
     pub(crate) type AtomicStamp = crate::sync::AtomicU64;
     pub(crate) const TAG_BITS: u32 = 13;
     pub(crate) const TICK_NS: u64 = 1_000;
+    /// `nanos / TICK_NS`.
+    #[inline(always)]
+    pub(crate) const fn ticks(nanos: u64) -> u64 {
+        crate::clock::nanos::div_1e3(nanos)
+    }
 }
 
 #[cfg(not(any(loom, target_has_atomic = "64")))]
@@ -112,10 +117,15 @@ mod layout {
     pub(crate) type AtomicStamp = crate::sync::AtomicU32;
     pub(crate) const TAG_BITS: u32 = 4;
     pub(crate) const TICK_NS: u64 = 1_000_000;
+    /// `nanos / TICK_NS`, without a 64-bit division (see `clock::nanos`).
+    #[inline(always)]
+    pub(crate) const fn ticks(nanos: u64) -> u64 {
+        crate::clock::nanos::div_1e6(nanos)
+    }
 }
 
+use layout::{ticks, TAG_BITS, TICK_NS};
 pub(crate) use layout::{AtomicStamp, Stamp};
-use layout::{TAG_BITS, TICK_NS};
 
 const TICK_BITS: u32 = Stamp::BITS - TAG_BITS;
 const TICK_MASK: u64 = (1 << TICK_BITS) - 1;
@@ -132,17 +142,27 @@ pub(crate) const MAX_DURATION_NS: u64 = (TICK_MASK / 2) * TICK_NS;
 /// `at` rounded down to the stamp's tick: the time a transition is kept as.
 #[inline]
 pub(crate) fn floor(at: Instant) -> Instant {
-    Instant::from_nanos(at.as_nanos() / TICK_NS * TICK_NS)
+    Instant::from_nanos(ticks(at.as_nanos()) * TICK_NS)
 }
 
-/// A stamp for `at` (a multiple of the tick, see [`floor`]) in generation
-/// `gen`.
+/// A stamp for `at` in generation `gen`: it keeps `at` rounded down to the
+/// tick (see [`floor`]).
 #[inline]
 pub(crate) fn stamp(gen: u32, at: Instant) -> Stamp {
-    let ticks = (at.as_nanos() / TICK_NS) & TICK_MASK;
+    stamp_and_floor(gen, at).0
+}
+
+/// [`stamp`] and [`floor`] of `at` at once (one division by the tick).
+#[inline]
+pub(crate) fn stamp_and_floor(gen: u32, at: Instant) -> (Stamp, Instant) {
+    let whole = ticks(at.as_nanos());
+    let t = whole & TICK_MASK;
     // All ones is `NEVER`; the tick before it is as good.
-    let ticks = if ticks == TICK_MASK { ticks - 1 } else { ticks };
-    ((ticks << TAG_BITS) as Stamp) | (gen & STAMP_TAG_MASK) as Stamp
+    let t = if t == TICK_MASK { t - 1 } else { t };
+    (
+        ((t << TAG_BITS) as Stamp) | (gen & STAMP_TAG_MASK) as Stamp,
+        Instant::from_nanos(whole * TICK_NS),
+    )
 }
 
 /// When the state of generation `gen` began, if its stamp is published:
@@ -155,11 +175,11 @@ pub(crate) fn read(stamp: Stamp, gen: u32, now: Instant) -> Option<Instant> {
     }
     #[allow(clippy::unnecessary_cast)] // a widening on 32-bit targets
     let low = (stamp as u64) >> TAG_BITS;
-    let now_ticks = now.as_nanos() / TICK_NS;
+    let now_ticks = ticks(now.as_nanos());
     // How many ticks the stamp lies before `now`, modulo the stamp's range.
     let back = now_ticks.wrapping_sub(low) & TICK_MASK;
-    let ticks = now_ticks.saturating_sub(back);
-    Some(Instant::from_nanos(ticks.saturating_mul(TICK_NS)))
+    let at = now_ticks.saturating_sub(back);
+    Some(Instant::from_nanos(at.saturating_mul(TICK_NS)))
 }
 
 /// When the last transition happened, for metrics: like [`read`] but

@@ -2,6 +2,14 @@ use super::{Clock, Instant, Timer};
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
+/// Nanoseconds per tick when the tick rate divides a second evenly (1 kHz,
+/// 1 MHz, …); zero otherwise (32.768 kHz).
+const NANOS_PER_TICK: u64 = if NANOS_PER_SEC % embassy_time::TICK_HZ as u128 == 0 {
+    (NANOS_PER_SEC / embassy_time::TICK_HZ as u128) as u64
+} else {
+    0
+};
+
 /// embassy-time's clock and timer, for embassy executors on microcontrollers
 /// (and on the host with embassy-time's `std` driver).
 ///
@@ -36,11 +44,18 @@ impl EmbassyClock {
 }
 
 impl Clock for EmbassyClock {
-    #[inline]
     fn now(&self) -> Instant {
-        let ticks = embassy_time::Instant::now().as_ticks() as u128;
-        let nanos = ticks * NANOS_PER_SEC / embassy_time::TICK_HZ as u128;
-        Instant::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        let ticks = embassy_time::Instant::now().as_ticks();
+        let nanos = if NANOS_PER_TICK != 0 {
+            // Every common tick rate divides a second into whole
+            // nanoseconds: one 64-bit multiplication, no 128-bit arithmetic
+            // (a few instructions on a Cortex-M instead of a library call).
+            ticks.saturating_mul(NANOS_PER_TICK)
+        } else {
+            let nanos = ticks as u128 * NANOS_PER_SEC / embassy_time::TICK_HZ as u128;
+            u64::try_from(nanos).unwrap_or(u64::MAX)
+        };
+        Instant::from_nanos(nanos)
     }
 }
 

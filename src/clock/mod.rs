@@ -23,6 +23,7 @@ use core::ops::{Add, Sub};
 use core::time::Duration;
 
 mod manual;
+pub(crate) mod nanos;
 pub use manual::ManualClock;
 #[cfg(feature = "alloc")]
 pub use manual::ManualSleep;
@@ -75,41 +76,128 @@ impl Instant {
     pub const MAX: Instant = Instant(u64::MAX);
 
     /// An instant `nanos` nanoseconds after the origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    ///
+    /// let t = Instant::from_nanos(2_500_000);
+    /// assert_eq!(t.since_origin(), Duration::from_micros(2_500));
+    /// assert_eq!(Instant::from_nanos(0), Instant::ZERO);
+    /// ```
     pub const fn from_nanos(nanos: u64) -> Self {
         Instant(nanos)
     }
 
     /// Nanoseconds since the origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_micros(3));
+    /// assert_eq!(clock.now().as_nanos(), 3_000);
+    /// ```
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
 
     /// The time elapsed since the origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(250));
+    /// assert_eq!(clock.now().since_origin(), Duration::from_millis(250));
+    /// ```
     pub const fn since_origin(self) -> Duration {
-        Duration::from_nanos(self.0)
+        nanos::duration(self.0)
     }
 
     /// `self + d`, or `None` past [`Instant::MAX`] (the panic-free form of `+`
     /// for callers who want to know).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    ///
+    /// let now = Instant::from_nanos(1_000);
+    /// assert_eq!(now.checked_add(Duration::from_nanos(500)), Some(Instant::from_nanos(1_500)));
+    /// // A timeout too long to represent: no deadline rather than a wrong one.
+    /// assert_eq!(now.checked_add(Duration::MAX), None);
+    /// ```
     pub fn checked_add(self, d: Duration) -> Option<Instant> {
-        let nanos = u64::try_from(d.as_nanos()).ok()?;
-        self.0.checked_add(nanos).map(Instant)
+        match nanos::checked_from(d) {
+            Some(nanos) => self.0.checked_add(nanos).map(Instant),
+            None => None,
+        }
     }
 
     /// `self + d`, stopping at [`Instant::MAX`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    ///
+    /// let now = Instant::from_nanos(1_000);
+    /// assert_eq!(now.saturating_add(Duration::from_nanos(24)), Instant::from_nanos(1_024));
+    /// // An unbounded wait becomes the "never" deadline.
+    /// assert_eq!(now.saturating_add(Duration::MAX), Instant::MAX);
+    /// ```
     pub fn saturating_add(self, d: Duration) -> Instant {
         self.checked_add(d).unwrap_or(Instant::MAX)
     }
 
     /// `self - d`, stopping at [`Instant::ZERO`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    ///
+    /// // The start of a 10 s window ending now.
+    /// let now = Instant::from_nanos(15_000_000_000);
+    /// let window = Duration::from_secs(10);
+    /// assert_eq!(now.saturating_sub(window), Instant::from_nanos(5_000_000_000));
+    /// // Early in the clock's life the window starts at the origin.
+    /// assert_eq!(Instant::from_nanos(3).saturating_sub(window), Instant::ZERO);
+    /// ```
     pub fn saturating_sub(self, d: Duration) -> Instant {
-        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = nanos::checked_from(d).unwrap_or(u64::MAX);
         Instant(self.0.saturating_sub(nanos))
     }
 
     /// How long after `earlier` this instant is; zero if it is not after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let start = clock.now();
+    /// clock.advance(Duration::from_millis(40));
+    /// let end = clock.now();
+    /// assert_eq!(end.saturating_duration_since(start), Duration::from_millis(40));
+    /// assert_eq!(start.saturating_duration_since(end), Duration::ZERO);
+    /// ```
     pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
-        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+        nanos::duration(self.0.saturating_sub(earlier.0))
     }
 }
 
@@ -175,6 +263,18 @@ impl fmt::Debug for Instant {
 /// ```
 pub trait Clock {
     /// The current instant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, Instant, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.now(), Instant::ZERO);
+    /// clock.advance(Duration::from_secs(2));
+    /// assert_eq!(clock.now(), Instant::ZERO + Duration::from_secs(2));
+    /// ```
     fn now(&self) -> Instant;
 }
 
@@ -208,6 +308,24 @@ pub trait Timer: Clock {
     type Sleep: Future<Output = ()>;
 
     /// A future that completes once `now() >= deadline`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use futures_lite::future::{block_on, poll_once};
+    /// use watertight::clock::{Clock, ManualClock, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer = &clock;
+    /// let sleep = timer.sleep_until(timer.now() + Duration::from_millis(10));
+    /// futures_lite::pin!(sleep);
+    ///
+    /// clock.advance(Duration::from_millis(9));
+    /// assert!(block_on(poll_once(&mut sleep)).is_none()); // 1 ms early
+    /// clock.advance(Duration::from_millis(1));
+    /// assert!(block_on(poll_once(&mut sleep)).is_some()); // due
+    /// ```
     fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
 }
 
