@@ -97,6 +97,29 @@ pin_project_lite::pin_project! {
     ///
     /// Dropping it drops the inner future (if it is still there) and the
     /// sleep.
+    ///
+    /// # Examples
+    ///
+    /// A named future, so it can sit in a struct; when time runs out, the
+    /// inner future is dropped at that moment:
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use futures_lite::future::{block_on, poll_once};
+    /// use watertight::clock::{ManualClock, ManualSleep};
+    /// use watertight::deadline::{timeout, Elapsed, Timeout};
+    ///
+    /// struct Lookup<'a> {
+    ///     call: Timeout<core::future::Pending<u32>, ManualSleep<&'a ManualClock>>,
+    /// }
+    ///
+    /// let clock = ManualClock::new();
+    /// let lookup = Lookup { call: timeout(&clock, Duration::from_millis(20), core::future::pending()) };
+    /// let mut call = core::pin::pin!(lookup.call);
+    /// assert_eq!(block_on(poll_once(call.as_mut())), None); // still running
+    /// clock.advance(Duration::from_millis(20));
+    /// assert_eq!(block_on(call), Err(Elapsed));
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Timeout<F, S> {
         #[pin]
@@ -194,6 +217,17 @@ pub struct Deadline<C> {
 impl<C: Clock> Deadline<C> {
     /// A budget of `budget` from now by `clock`. A budget too large for the
     /// clock ends at [`Instant::MAX`] (never).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use watertight::clock::{Instant, ManualClock}; use watertight::deadline::Deadline;
+    /// let clock = ManualClock::new();
+    /// let request = Deadline::after(&clock, Duration::from_millis(1500));
+    /// assert_eq!(request.remaining(), Duration::from_millis(1500));
+    /// assert_eq!(Deadline::after(&clock, Duration::MAX).instant(), Instant::MAX);
+    /// ```
     pub fn after(clock: C, budget: Duration) -> Self {
         let at = clock.now().saturating_add(budget);
         Deadline { clock, at }

@@ -250,6 +250,23 @@ pub struct BulkheadExporter {
 impl BulkheadExporter {
     /// Registers the handles for `bulkhead` (labelled with its name) with
     /// the current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BulkheadExporter, Bulkhead};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments = Bulkhead::new("payments", 8, &clock);
+    /// let _held = payments.try_acquire_many(3).unwrap();
+    ///
+    /// let _exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&payments));
+    /// // Exported at once, before any `update`.
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"bulkhead_capacity{system="payments"} 8"#));
+    /// assert!(text.contains(r#"bulkhead_active_calls{system="payments"} 3"#));
+    /// ```
     pub fn new<C>(bulkhead: &Bulkhead<C>) -> Self {
         let exporter = Self::named(bulkhead.name());
         exporter.update(bulkhead);
@@ -258,6 +275,23 @@ impl BulkheadExporter {
 
     /// Registers the handles for the system `system`, exporting nothing yet:
     /// feed it with [`record`](Self::record).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BulkheadExporter, Bulkhead};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::named("payments"));
+    /// // Registered, but still at zero.
+    /// assert!(prometheus.render().contains(r#"bulkhead_capacity{system="payments"} 0"#));
+    ///
+    /// // Later, with the bulkhead (or only its snapshots) at hand:
+    /// let clock = ManualClock::new();
+    /// let payments = Bulkhead::new("payments", 8, &clock);
+    /// exporter.record(&payments.metrics());
+    /// assert!(prometheus.render().contains(r#"bulkhead_capacity{system="payments"} 8"#));
+    /// ```
     pub fn named(system: &'static str) -> Self {
         let rejected = |reason: &'static str| {
             let labels = [("system", system), ("reason", reason)];
@@ -276,11 +310,48 @@ impl BulkheadExporter {
 
     /// Copies the bulkhead's numbers now into the handles. Pass the
     /// bulkhead this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BulkheadExporter, Bulkhead};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments = Bulkhead::new("payments", 2, &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&payments));
+    ///
+    /// let _held = payments.try_acquire().unwrap();
+    /// // Until the next update, the exported numbers are the last ones.
+    /// assert!(prometheus.render().contains(r#"bulkhead_active_calls{system="payments"} 0"#));
+    /// exporter.update(&payments);
+    /// assert!(prometheus.render().contains(r#"bulkhead_active_calls{system="payments"} 1"#));
+    /// ```
     pub fn update<C>(&self, bulkhead: &Bulkhead<C>) {
         self.record(&bulkhead.metrics());
     }
 
     /// Copies a snapshot into the handles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BulkheadExporter, Bulkhead};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments = Bulkhead::new("payments", 1, &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&payments));
+    ///
+    /// let _held = payments.try_acquire().unwrap();
+    /// assert!(payments.try_acquire().is_err()); // full
+    /// // One snapshot, for a log line and for the exporter alike.
+    /// let snapshot = payments.metrics();
+    /// assert_eq!(snapshot.rejected_full, 1);
+    /// exporter.record(&snapshot);
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"bulkhead_rejected_total{system="payments",reason="full"} 1"#));
+    /// ```
     pub fn record(&self, m: &BulkheadMetrics) {
         self.active.set(m.in_flight as f64);
         self.capacity.set(m.capacity as f64);
@@ -331,6 +402,23 @@ pub struct BreakerExporter {
 impl BreakerExporter {
     /// Registers the handles for `breaker` (labelled with its name) with the
     /// current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BreakerExporter, BreakerConfig, CircuitBreaker};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let shipping: CircuitBreaker<_, 64> =
+    ///     CircuitBreaker::new("shipping", BreakerConfig::DEFAULT, &clock);
+    ///
+    /// let _exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::new(&shipping));
+    /// // Exported at once: closed, and no failure rate yet (too few calls).
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"circuit_breaker_state{system="shipping"} 0"#));
+    /// assert!(text.contains(r#"circuit_breaker_failure_rate{system="shipping"} NaN"#));
+    /// ```
     pub fn new<C: Clock, const N: usize, H: OnTransition>(
         breaker: &CircuitBreaker<C, N, H>,
     ) -> Self {
@@ -341,6 +429,24 @@ impl BreakerExporter {
 
     /// Registers the handles for the system `system`, exporting nothing yet:
     /// feed it with [`record`](Self::record).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BreakerExporter, BreakerConfig, CircuitBreaker};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::named("shipping"));
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="shipping"} 0"#));
+    ///
+    /// // Later, with the breaker (or only its snapshots) at hand:
+    /// let clock = ManualClock::new();
+    /// let shipping: CircuitBreaker<_, 64> =
+    ///     CircuitBreaker::new("shipping", BreakerConfig::DEFAULT, &clock);
+    /// shipping.force_open();
+    /// exporter.record(&shipping.metrics());
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="shipping"} 3"#));
+    /// ```
     pub fn named(system: &'static str) -> Self {
         BreakerExporter {
             state: gauge!(CIRCUIT_BREAKER_STATE, "system" => system),
@@ -356,6 +462,24 @@ impl BreakerExporter {
     /// Copies the breaker's numbers now into the handles (it reads the
     /// breaker's clock once or twice). Pass the breaker this exporter was
     /// made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BreakerExporter, BreakerConfig, CircuitBreaker};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let config = BreakerConfig::builder().window_size(4).minimum_calls(2).build().unwrap();
+    /// let shipping: CircuitBreaker<_, 4> = CircuitBreaker::new("shipping", config, &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::new(&shipping));
+    ///
+    /// shipping.try_acquire().unwrap().success();
+    /// shipping.try_acquire().unwrap().failure(); // 50 %: opens
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="shipping"} 0"#));
+    /// exporter.update(&shipping);
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="shipping"} 1"#));
+    /// ```
     pub fn update<C: Clock, const N: usize, H: OnTransition>(
         &self,
         breaker: &CircuitBreaker<C, N, H>,
@@ -364,6 +488,28 @@ impl BreakerExporter {
     }
 
     /// Copies a snapshot into the handles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::BreakerExporter, BreakerConfig, CircuitBreaker};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let shipping: CircuitBreaker<_, 64> =
+    ///     CircuitBreaker::new("shipping", BreakerConfig::DEFAULT, &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::new(&shipping));
+    ///
+    /// shipping.try_acquire().unwrap().success();
+    /// shipping.try_acquire().unwrap().success();
+    /// shipping.try_acquire().unwrap().failure();
+    /// let snapshot = shipping.metrics();
+    /// assert_eq!((snapshot.calls, snapshot.failed_calls), (3, 1));
+    /// exporter.record(&snapshot);
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"circuit_breaker_calls{system="shipping",outcome="success"} 2"#));
+    /// assert!(text.contains(r#"circuit_breaker_calls{system="shipping",outcome="failure"} 1"#));
+    /// ```
     pub fn record(&self, m: &BreakerMetrics) {
         self.state.set(state_code(m.state));
         self.successes
@@ -380,7 +526,26 @@ impl BreakerExporter {
 /// Both exporters of a [`Policy`]: its bulkhead's and its breaker's, under
 /// the policy's name.
 ///
-/// See the [module docs](self) for an example.
+/// The [module docs](self) show it in a scrape handler.
+///
+/// # Examples
+///
+/// ```
+/// # use watertight::clock::ManualClock;
+/// # use watertight::metrics::PolicyExporter;
+/// # use watertight::policy::{Policy, PolicyConfig};
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let config = PolicyConfig::builder(4).build().unwrap();
+/// let payments: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+/// let _exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&payments));
+///
+/// // Both families, under one `system` label.
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"bulkhead_capacity{system="payments"} 4"#));
+/// assert!(text.contains(r#"circuit_breaker_state{system="payments"} 0"#));
+/// ```
 #[derive(Debug, Clone)]
 pub struct PolicyExporter {
     bulkhead: BulkheadExporter,
@@ -390,6 +555,24 @@ pub struct PolicyExporter {
 impl PolicyExporter {
     /// Registers the handles for `policy` (labelled with its name) with the
     /// current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let payments: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+    /// payments.breaker().force_open();
+    ///
+    /// let _exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&payments));
+    /// // Exported at once, before any `update`.
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="payments"} 3"#));
+    /// ```
     pub fn new<C, const N: usize>(policy: &Policy<C, N>) -> Self
     where
         C: Clock,
@@ -402,6 +585,27 @@ impl PolicyExporter {
 
     /// Copies the policy's numbers now into the handles. Pass the policy this
     /// exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments: Policy<_> =
+    ///     Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&payments));
+    ///
+    /// let _held = payments.bulkhead().try_acquire().unwrap();
+    /// payments.breaker().force_open();
+    /// exporter.update(&payments);
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"bulkhead_active_calls{system="payments"} 1"#));
+    /// assert!(text.contains(r#"circuit_breaker_state{system="payments"} 3"#));
+    /// ```
     pub fn update<C, const N: usize>(&self, policy: &Policy<C, N>)
     where
         C: Clock,
@@ -411,11 +615,49 @@ impl PolicyExporter {
     }
 
     /// The bulkhead's exporter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments: Policy<_> =
+    ///     Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&payments));
+    ///
+    /// // Refresh only the bulkhead's numbers (no clock read) after a resize.
+    /// payments.bulkhead().resize(8).unwrap();
+    /// exporter.bulkhead().update(payments.bulkhead());
+    /// assert!(prometheus.render().contains(r#"bulkhead_capacity{system="payments"} 8"#));
+    /// ```
     pub fn bulkhead(&self) -> &BulkheadExporter {
         &self.bulkhead
     }
 
     /// The breaker's exporter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let payments: Policy<_> =
+    ///     Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&payments));
+    ///
+    /// // An operator's switch: export the breaker's new state at once.
+    /// payments.breaker().force_open();
+    /// exporter.breaker().update(payments.breaker());
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="payments"} 3"#));
+    /// ```
     pub fn breaker(&self) -> &BreakerExporter {
         &self.breaker
     }
@@ -450,6 +692,18 @@ pub struct StateListener {
 impl StateListener {
     /// Registers `circuit_breaker_state{system}` with the current recorder
     /// and sets it to closed (0), the state a new breaker starts in.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::metrics::StateListener;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let _listener = metrics::with_local_recorder(&recorder, || StateListener::new("ledger"));
+    /// // Closed before any breaker has used it.
+    /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="ledger"} 0"#));
+    /// ```
     pub fn new(system: &'static str) -> Self {
         let state = gauge!(CIRCUIT_BREAKER_STATE, "system" => system);
         state.set(state_code(State::Closed));

@@ -67,6 +67,18 @@ impl PolicyConfig {
     /// A builder for `max_concurrent` calls at once, with a 100 ms slot wait,
     /// a 30 s call timeout (seed 002's read timeout) and the breaker's
     /// defaults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// let inventory = PolicyConfig::builder(4).build().unwrap();
+    /// assert_eq!(inventory.max_concurrent(), 4);
+    /// assert_eq!(inventory.max_wait(), Duration::from_millis(100));
+    /// assert_eq!(inventory.call_timeout(), Duration::from_secs(30));
+    /// ```
     pub const fn builder(max_concurrent: usize) -> PolicyConfigBuilder {
         PolicyConfigBuilder {
             max_concurrent,
@@ -95,27 +107,85 @@ impl PolicyConfig {
     }
 
     /// Calls allowed at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// // A pool of 20 connections leaves 4 for health checks and retries.
+    /// let payments = PolicyConfig::for_pool(20).build().unwrap();
+    /// assert_eq!(payments.max_concurrent(), 16);
+    /// ```
     pub const fn max_concurrent(&self) -> usize {
         self.max_concurrent
     }
 
     /// The longest a call waits for a slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// let payments = PolicyConfig::builder(8).max_wait(Duration::from_millis(50)).build().unwrap();
+    /// assert_eq!(payments.max_wait(), Duration::from_millis(50));
+    /// ```
     pub const fn max_wait(&self) -> Duration {
         self.max_wait
     }
 
     /// The longest one call may run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// let payments = PolicyConfig::builder(8).call_timeout(Duration::from_secs(5)).build().unwrap();
+    /// assert_eq!(payments.call_timeout(), Duration::from_secs(5));
+    /// ```
     pub const fn call_timeout(&self) -> Duration {
         self.call_timeout
     }
 
     /// The breaker's config.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let payments = PolicyConfig::builder(8).breaker(BreakerConfig::CRITICAL).build().unwrap();
+    /// assert_eq!(payments.breaker().failure_rate_threshold(), 30.0);
+    /// ```
     pub const fn breaker(&self) -> &BreakerConfig {
         &self.breaker
     }
 }
 
 /// Builds a [`PolicyConfig`]; [`build`](Self::build) checks every setting.
+///
+/// It is `Copy`: one base builder can be refined per system.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::policy::PolicyConfig;
+/// use watertight::BreakerConfig;
+///
+/// let base = PolicyConfig::builder(8).call_timeout(Duration::from_secs(2));
+/// let payments = base.breaker(BreakerConfig::CRITICAL).build().unwrap();
+/// let search = base.max_wait(Duration::ZERO).build().unwrap();
+///
+/// assert_eq!(payments.call_timeout(), search.call_timeout());
+/// assert_eq!(payments.max_wait(), Duration::from_millis(100));
+/// assert_eq!(search.max_wait(), Duration::ZERO);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct PolicyConfigBuilder {
@@ -130,12 +200,40 @@ impl PolicyConfigBuilder {
     /// The longest a call waits for a slot (default 100 ms; zero fails at
     /// once when all slots are taken). Above 1 s is refused unless
     /// [`allow_long_max_wait`](Self::allow_long_max_wait) is called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::{PolicyConfig, PolicyConfigError};
+    ///
+    /// let fail_fast = PolicyConfig::builder(4).max_wait(Duration::ZERO).build().unwrap();
+    /// assert_eq!(fail_fast.max_wait(), Duration::ZERO);
+    ///
+    /// let err = PolicyConfig::builder(4).max_wait(Duration::from_secs(3)).build().unwrap_err();
+    /// assert_eq!(err, PolicyConfigError::MaxWaitTooLong { max_wait: Duration::from_secs(3) });
+    /// ```
     pub const fn max_wait(mut self, d: Duration) -> Self {
         self.max_wait = d;
         self
     }
 
     /// Accepts a slot wait above 1 s: you mean a queue, and know it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// // A nightly export may queue behind the others for up to 5 s.
+    /// let export = PolicyConfig::builder(2)
+    ///     .max_wait(Duration::from_secs(5))
+    ///     .allow_long_max_wait()
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(export.max_wait(), Duration::from_secs(5));
+    /// ```
     pub const fn allow_long_max_wait(mut self) -> Self {
         self.allow_long_max_wait = true;
         self
@@ -143,12 +241,47 @@ impl PolicyConfigBuilder {
 
     /// The longest one call may run (default 30 s). A call that runs out
     /// counts as a failure for the breaker.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::pin::pin;
+    /// use core::time::Duration;
+    /// use futures_lite::future::poll_once;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).call_timeout(Duration::from_secs(2)).build().unwrap();
+    /// let payments: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+    ///
+    /// let mut hung = pin!(payments.call(|| core::future::pending::<Result<(), ()>>()));
+    /// assert!(poll_once(hung.as_mut()).await.is_none());
+    /// clock.advance(Duration::from_secs(2));
+    /// assert_eq!(*hung.await.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+    /// assert_eq!(payments.breaker().metrics().failed_calls, 1);
+    /// # });
+    /// ```
     pub const fn call_timeout(mut self, d: Duration) -> Self {
         self.call_timeout = d;
         self
     }
 
     /// The breaker's config (default [`BreakerConfig::DEFAULT`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let inventory = PolicyConfig::builder(8).build().unwrap();
+    /// assert_eq!(*inventory.breaker(), BreakerConfig::DEFAULT);
+    ///
+    /// let payments = PolicyConfig::builder(8).breaker(BreakerConfig::CRITICAL).build().unwrap();
+    /// assert_eq!(*payments.breaker(), BreakerConfig::CRITICAL);
+    /// ```
     pub const fn breaker(mut self, config: BreakerConfig) -> Self {
         self.breaker = config;
         self
@@ -163,6 +296,21 @@ impl PolicyConfigBuilder {
     /// [`allow_long_max_wait`](Self::allow_long_max_wait), or above zero
     /// without the `alloc` feature (waiting for a slot needs it);
     /// `call_timeout` zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::{PolicyConfig, PolicyConfigError};
+    ///
+    /// let payments = PolicyConfig::builder(8).build();
+    /// assert_eq!(payments.map(|c| c.max_concurrent()), Ok(8));
+    ///
+    /// let none = PolicyConfig::builder(0).build();
+    /// assert_eq!(none, Err(PolicyConfigError::MaxConcurrentZero));
+    /// let instant = PolicyConfig::builder(8).call_timeout(Duration::ZERO).build();
+    /// assert_eq!(instant, Err(PolicyConfigError::CallTimeoutZero));
+    /// ```
     pub const fn build(self) -> Result<PolicyConfig, PolicyConfigError> {
         if self.max_concurrent == 0 {
             return Err(PolicyConfigError::MaxConcurrentZero);
@@ -194,6 +342,20 @@ impl PolicyConfigBuilder {
 }
 
 /// A policy setting that cannot work, naming the field.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::policy::{PolicyConfig, PolicyConfigError};
+///
+/// let err = PolicyConfig::builder(0).build().unwrap_err();
+/// assert_eq!(err, PolicyConfigError::MaxConcurrentZero);
+/// assert_eq!(err.to_string(), "max_concurrent must not be zero");
+///
+/// let err = PolicyConfig::builder(4).max_wait(Duration::from_secs(2)).build().unwrap_err();
+/// assert!(matches!(err, PolicyConfigError::MaxWaitTooLong { .. }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PolicyConfigError {
@@ -221,6 +383,19 @@ pub enum PolicyConfigError {
 
 impl PolicyConfigError {
     /// The setting at fault, as the builder spells it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// let err = PolicyConfig::builder(4).call_timeout(Duration::ZERO).build().unwrap_err();
+    /// assert_eq!(err.field(), "call_timeout");
+    /// // Say which setting of which system to fix.
+    /// let msg = format!("payments.{}: {err}", err.field());
+    /// assert_eq!(msg, "payments.call_timeout: call_timeout must not be zero");
+    /// ```
     pub const fn field(&self) -> &'static str {
         match self {
             PolicyConfigError::MaxConcurrentZero
@@ -261,6 +436,26 @@ impl core::error::Error for PolicyConfigError {}
 ///
 /// Every variant but [`Call`](ErrorKind::Call) means "system unavailable":
 /// see [`Error::is_unavailable`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+/// use watertight::Rejection;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let payments: Policy<_> =
+///     Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+/// payments.breaker().force_open();
+///
+/// let err = payments.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+/// assert_eq!(*err.kind(), ErrorKind::CircuitOpen(Rejection::ForcedOpen));
+/// // The breaker's refusal gave the bulkhead slot back at once.
+/// assert_eq!(payments.bulkhead().available(), 4);
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind<E> {
@@ -281,6 +476,30 @@ pub enum ErrorKind<E> {
 
 /// The error of [`Policy::call`]: which layer refused, or the call's own
 /// error, with the system's name.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::BreakerConfig;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let breaker = BreakerConfig::builder().minimum_calls(1).build().unwrap();
+/// let config = PolicyConfig::builder(4).breaker(breaker).build().unwrap();
+/// let payments: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+///
+/// let err = payments.call(|| async { Err::<(), _>("gateway down") }).await.unwrap_err();
+/// assert_eq!(err.to_string(), "payments: gateway down");
+///
+/// // That failure opened the breaker: the next call is refused for 30 s.
+/// let err = payments.call(|| async { Ok::<(), &str>(()) }).await.unwrap_err();
+/// assert!(err.is_unavailable());
+/// assert_eq!(err.retry_after(), Some(Duration::from_secs(30)));
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Error<E> {
     system: &'static str,
@@ -357,6 +576,18 @@ impl<E> Error<E> {
     /// let _busy = p.bulkhead().try_acquire().unwrap();
     /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
     /// assert_eq!(err.retry_after(), None); // only an open breaker gives one
+    ///
+    /// // One failure opens this breaker for 10 s; 4 s later, 6 s are left.
+    /// let brk = watertight::BreakerConfig::builder()
+    ///     .minimum_calls(1)
+    ///     .open_duration(core::time::Duration::from_secs(10))
+    ///     .build()
+    ///     .unwrap();
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).breaker(brk).build().unwrap(), &clock).unwrap();
+    /// assert!(p.call(|| async { Err::<(), _>("down") }).await.is_err());
+    /// clock.advance(core::time::Duration::from_secs(4));
+    /// let err = p.call(|| async { Ok::<(), &str>(()) }).await.unwrap_err();
+    /// assert_eq!(err.retry_after(), Some(core::time::Duration::from_secs(6)));
     /// # });
     /// ```
     pub const fn retry_after(&self) -> Option<Duration> {

@@ -90,6 +90,18 @@ pub enum BulkheadError<E> {
 
 impl<E> BulkheadError<E> {
     /// The refusal, if the bulkhead refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::AcquireError;
+    /// use watertight::tower::BulkheadError;
+    ///
+    /// let refused: BulkheadError<&str> = BulkheadError::Rejected(AcquireError::TimedOut);
+    /// assert_eq!(refused.rejection(), Some(AcquireError::TimedOut));
+    /// // The inner service failed: the bulkhead let the call through.
+    /// assert_eq!(BulkheadError::Inner("db down").rejection(), None);
+    /// ```
     pub const fn rejection(&self) -> Option<AcquireError> {
         match self {
             BulkheadError::Rejected(e) => Some(*e),
@@ -98,6 +110,17 @@ impl<E> BulkheadError<E> {
     }
 
     /// The inner service's error, if it failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::AcquireError;
+    /// use watertight::tower::BulkheadError;
+    ///
+    /// assert_eq!(BulkheadError::Inner("db down").into_inner(), Some("db down"));
+    /// let refused: BulkheadError<&str> = BulkheadError::Rejected(AcquireError::Full);
+    /// assert_eq!(refused.into_inner(), None);
+    /// ```
     pub fn into_inner(self) -> Option<E> {
         match self {
             BulkheadError::Rejected(_) => None,
@@ -126,7 +149,38 @@ impl<E: core::error::Error + 'static> core::error::Error for BulkheadError<E> {
 
 /// How a [`BulkheadService`] asks for a permit: [`FailFast`] or [`MaxWait`].
 ///
-/// Sealed: only this crate's two modes implement it.
+/// Sealed: only this crate's two modes implement it. Name it as a bound to
+/// write code that takes a [`BulkheadService`] in either mode.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::Arc;
+/// use core::time::Duration;
+/// use tower::{Layer, Service, ServiceExt};
+/// use watertight::clock::ManualClock;
+/// use watertight::tower::{Admission, BulkheadError, BulkheadLayer, BulkheadService};
+/// use watertight::Bulkhead;
+///
+/// async fn lookup<S, C, M>(svc: &mut BulkheadService<S, C, M>, id: u32) -> Result<u32, BulkheadError<Infallible>>
+/// where
+///     S: Service<u32, Response = u32, Error = Infallible>,
+///     M: Admission<C>,
+/// {
+///     svc.ready().await?.call(id).await
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let slots = Arc::new(Bulkhead::new("search", 2, &clock));
+/// let inner = tower::service_fn(|id: u32| async move { Ok::<_, Infallible>(id * 10) });
+/// let mut fail_fast = BulkheadLayer::new(slots.clone()).layer(inner);
+/// let mut patient = BulkheadLayer::new(slots).max_wait(Duration::from_millis(50)).layer(inner);
+/// assert_eq!(lookup(&mut fail_fast, 1).await, Ok(10));
+/// assert_eq!(lookup(&mut patient, 2).await, Ok(20));
+/// # });
+/// ```
 pub trait Admission<C>: sealed::Sealed {
     /// The future that waits for a permit.
     type Wait: Future<Output = Result<OwnedPermit<C>, AcquireError>>;
@@ -146,6 +200,28 @@ mod sealed {
 
 /// Take a permit at once or refuse with [`AcquireError::Full`]: the
 /// default, and the only mode for a clock that cannot sleep (`StdClock`).
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::StdClock;
+/// use watertight::tower::{BulkheadError, BulkheadLayer, FailFast};
+/// use watertight::{AcquireError, Bulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let slots = Arc::new(Bulkhead::new("search", 1, StdClock));
+/// let layer: BulkheadLayer<StdClock, FailFast> = BulkheadLayer::new(slots.clone());
+/// let svc = layer.layer(tower::service_fn(|q: u32| async move { Ok::<_, Infallible>(q) }));
+///
+/// let _busy = slots.try_acquire().unwrap();
+/// // No free slot: refused at once, no waiting.
+/// assert_eq!(svc.oneshot(1).await, Err(BulkheadError::Rejected(AcquireError::Full)));
+/// assert_eq!(slots.metrics().rejected_full, 1);
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FailFast;
 
@@ -161,6 +237,33 @@ impl<C> Admission<C> for FailFast {
 
 /// Wait for a permit for at most this long, then refuse with
 /// [`AcquireError::TimedOut`] (seed 004: 50 ms in its middleware).
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::pin::pin;
+/// use std::sync::Arc;
+/// use core::time::Duration;
+/// use futures_lite::future::poll_once;
+/// use tower::{Layer, Service};
+/// use watertight::clock::ManualClock;
+/// use watertight::tower::{BulkheadError, BulkheadLayer, MaxWait};
+/// use watertight::{AcquireError, Bulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let slots = Arc::new(Bulkhead::new("report", 1, &clock));
+/// let layer: BulkheadLayer<_, MaxWait> = BulkheadLayer::new(slots.clone()).max_wait(Duration::from_millis(50));
+/// let mut svc = layer.layer(tower::service_fn(|q: u32| async move { Ok::<_, Infallible>(q) }));
+///
+/// let _busy = slots.try_acquire().unwrap();
+/// let mut call = pin!(svc.call(1));
+/// assert!(poll_once(call.as_mut()).await.is_none()); // waiting for a slot
+/// clock.advance(Duration::from_millis(50));
+/// assert_eq!(call.await, Err(BulkheadError::Rejected(AcquireError::TimedOut)));
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MaxWait(pub Duration);
 
@@ -189,8 +292,13 @@ impl<C: Timer> Admission<C> for MaxWait {
 ///
 /// let slow = Arc::new(Bulkhead::new("report", 8, TokioClock));
 /// // Wait up to 50 ms for a slot, as seed 004's middleware does.
-/// let layer = BulkheadLayer::new(slow).max_wait(Duration::from_millis(50));
-/// # let _ = layer;
+/// let layer = BulkheadLayer::new(slow.clone()).max_wait(Duration::from_millis(50));
+/// let app = tower::ServiceBuilder::new()
+///     .layer(layer)
+///     .service(tower::service_fn(|day: u32| async move { Ok::<_, ()>(day) }));
+/// # let _ = app;
+/// // Building the stack takes no slot; calls do.
+/// assert_eq!(slow.in_flight(), 0);
 /// ```
 pub struct BulkheadLayer<C, M = FailFast> {
     bulkhead: Arc<Bulkhead<C>>,
@@ -199,6 +307,28 @@ pub struct BulkheadLayer<C, M = FailFast> {
 
 impl<C> BulkheadLayer<C> {
     /// Fail fast: no free permit, no call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BulkheadLayer;
+    /// use watertight::Bulkhead;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let slots = Arc::new(Bulkhead::new("search", 4, StdClock));
+    /// let seen = slots.clone();
+    /// let svc = BulkheadLayer::new(slots.clone()).layer(tower::service_fn(move |_q: &str| {
+    ///     let in_flight = seen.in_flight(); // the call holds a permit
+    ///     async move { Ok::<_, Infallible>(in_flight) }
+    /// }));
+    /// assert_eq!(svc.oneshot("shoes").await, Ok(1));
+    /// assert_eq!(slots.in_flight(), 0); // given back when the call completed
+    /// # });
+    /// ```
     pub fn new(bulkhead: Arc<Bulkhead<C>>) -> Self {
         BulkheadLayer {
             bulkhead,
@@ -207,6 +337,34 @@ impl<C> BulkheadLayer<C> {
     }
 
     /// Wait at most `max_wait` for a permit (the clock must be a [`Timer`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::pin::pin;
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use futures_lite::future::poll_once;
+    /// use tower::{Layer, Service};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::tower::BulkheadLayer;
+    /// use watertight::Bulkhead;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let slots = Arc::new(Bulkhead::new("report", 1, &clock));
+    /// let layer = BulkheadLayer::new(slots.clone()).max_wait(Duration::from_millis(50));
+    /// let mut svc = layer.layer(tower::service_fn(|q: u32| async move { Ok::<_, Infallible>(q) }));
+    ///
+    /// let busy = slots.try_acquire().unwrap();
+    /// let mut call = pin!(svc.call(7));
+    /// assert!(poll_once(call.as_mut()).await.is_none()); // waiting for a slot
+    /// clock.advance(Duration::from_millis(20));
+    /// drop(busy); // a slot comes free within the wait
+    /// assert_eq!(call.await, Ok(7));
+    /// # });
+    /// ```
     pub fn max_wait(self, max_wait: Duration) -> BulkheadLayer<C, MaxWait> {
         BulkheadLayer {
             bulkhead: self.bulkhead,
@@ -257,6 +415,30 @@ impl<S, C, M: Clone> Layer<S> for BulkheadLayer<C, M> {
 /// is polled only once the permit is granted, and dropped unpolled on a
 /// refusal. (A service that does its work in `call` itself rather than in
 /// its future, unusual in tower, is not held back by the wait.)
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::Arc;
+/// use tower::{Layer, Service, ServiceExt};
+/// use watertight::clock::StdClock;
+/// use watertight::tower::BulkheadLayer;
+/// use watertight::Bulkhead;
+///
+/// # futures_lite::future::block_on(async {
+/// let slots = Arc::new(Bulkhead::new("search", 1, StdClock));
+/// let mut svc = BulkheadLayer::new(slots.clone())
+///     .layer(tower::service_fn(|q: u32| async move { Ok::<_, Infallible>(q) }));
+///
+/// let ready = svc.ready().await.unwrap();
+/// assert_eq!(slots.available(), 1); // readiness reserves nothing
+/// let response = ready.call(7);
+/// assert_eq!(slots.available(), 0); // the permit rides in the response future
+/// assert_eq!(response.await, Ok(7));
+/// assert_eq!(slots.available(), 1);
+/// # });
+/// ```
 pub struct BulkheadService<S, C, M = FailFast> {
     inner: S,
     bulkhead: Arc<Bulkhead<C>>,
@@ -265,11 +447,61 @@ pub struct BulkheadService<S, C, M = FailFast> {
 
 impl<S, C, M> BulkheadService<S, C, M> {
     /// The bulkhead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BulkheadLayer;
+    /// use watertight::Bulkhead;
+    ///
+    /// let slots = Arc::new(Bulkhead::new("search", 4, StdClock));
+    /// let svc = BulkheadLayer::new(slots.clone())
+    ///     .layer(tower::service_fn(|q: u32| async move { Ok::<_, Infallible>(q) }));
+    /// assert!(Arc::ptr_eq(svc.bulkhead(), &slots));
+    /// assert_eq!(svc.bulkhead().metrics().capacity, 4);
+    /// ```
     pub fn bulkhead(&self) -> &Arc<Bulkhead<C>> {
         &self.bulkhead
     }
 
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// # use std::future::{ready, Ready};
+    /// # use std::task::{Context, Poll};
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BulkheadLayer;
+    /// use watertight::Bulkhead;
+    ///
+    /// /// A client for one database pool.
+    /// struct Db {
+    ///     pool: &'static str,
+    /// }
+    /// # impl tower::Service<u32> for Db {
+    /// #     type Response = u32;
+    /// #     type Error = Infallible;
+    /// #     type Future = Ready<Result<u32, Infallible>>;
+    /// #     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+    /// #         Poll::Ready(Ok(()))
+    /// #     }
+    /// #     fn call(&mut self, id: u32) -> Self::Future {
+    /// #         ready(Ok(id))
+    /// #     }
+    /// # }
+    ///
+    /// let slots = Arc::new(Bulkhead::new("orders-db", 8, StdClock));
+    /// let svc = BulkheadLayer::new(slots).layer(Db { pool: "primary" });
+    /// assert_eq!(svc.get_ref().pool, "primary");
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
@@ -341,6 +573,31 @@ pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it gives the permit back (or leaves the wait).
+    ///
+    /// # Examples
+    ///
+    /// The permit is taken by `call` and travels with the future, polled or
+    /// not, until it completes or is dropped:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::{Layer, Service};
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BulkheadLayer;
+    /// use watertight::Bulkhead;
+    ///
+    /// let bulkhead = Arc::new(Bulkhead::new("inventory", 2, StdClock));
+    /// let mut svc = BulkheadLayer::new(bulkhead.clone())
+    ///     .layer(tower::service_fn(|sku: u32| async move { Ok::<_, ()>(sku) }));
+    ///
+    /// let first = svc.call(1);
+    /// let second = svc.call(2);
+    /// assert_eq!(bulkhead.in_flight(), 2);
+    /// drop(first); // never polled: the permit is back anyway
+    /// assert_eq!(bulkhead.in_flight(), 1);
+    /// assert_eq!(futures_lite::future::block_on(second), Ok(2));
+    /// assert_eq!(bulkhead.in_flight(), 0);
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct BulkheadFuture<F, C, W> {
         #[pin]
@@ -431,6 +688,25 @@ where
 /// ```
 pub trait Classify<T, E> {
     /// The outcome of `result`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io;
+    /// use watertight::Outcome;
+    /// use watertight::tower::Classify;
+    ///
+    /// // A 429 says the system is alive and shedding load: no verdict.
+    /// let by_status = |r: &Result<u16, io::Error>| match r {
+    ///     Ok(429) => Outcome::Ignored,
+    ///     Ok(s) if *s >= 500 => Outcome::Failure,
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(_) => Outcome::Failure,
+    /// };
+    /// assert_eq!(by_status.classify(&Ok(429)), Outcome::Ignored);
+    /// assert_eq!(by_status.classify(&Ok(502)), Outcome::Failure);
+    /// assert_eq!(by_status.classify(&Err(io::Error::other("reset"))), Outcome::Failure);
+    /// ```
     fn classify(&self, result: &Result<T, E>) -> Outcome;
 }
 
@@ -441,6 +717,30 @@ impl<T, E, F: Fn(&Result<T, E>) -> Outcome> Classify<T, E> for F {
 }
 
 /// The default classifier: an `Err` is a failure, an `Ok` a success.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::StdClock;
+/// use watertight::tower::{BreakerLayer, BreakerService, Classify, ErrorIsFailure};
+/// use watertight::{BreakerConfig, CircuitBreaker, Outcome};
+///
+/// // An `Ok` is an answer, whatever it holds.
+/// assert_eq!(ErrorIsFailure.classify(&Ok::<u16, ()>(503)), Outcome::Success);
+/// assert_eq!(ErrorIsFailure.classify(&Err::<u16, ()>(())), Outcome::Failure);
+///
+/// # futures_lite::future::block_on(async {
+/// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+///     Arc::new(CircuitBreaker::new("pricing", BreakerConfig::DEFAULT, StdClock));
+/// // The default of `BreakerLayer::new`.
+/// let svc: BreakerService<_, _, 100, ErrorIsFailure> = BreakerLayer::new(breaker.clone())
+///     .layer(tower::service_fn(|_sku: u32| async move { Err::<u32, _>("timeout") }));
+/// assert!(svc.oneshot(7).await.is_err());
+/// assert_eq!(breaker.metrics().failed_calls, 1);
+/// # });
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ErrorIsFailure;
 
@@ -478,6 +778,18 @@ pub enum BreakerError<E> {
 
 impl<E> BreakerError<E> {
     /// The refusal, if the breaker refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Rejection;
+    /// use watertight::tower::BreakerError;
+    ///
+    /// let busy: BreakerError<&str> = BreakerError::Rejected(Rejection::ProbesBusy);
+    /// assert_eq!(busy.rejection(), Some(Rejection::ProbesBusy));
+    /// // The inner service failed: the breaker let the call through.
+    /// assert_eq!(BreakerError::Inner("timeout").rejection(), None);
+    /// ```
     pub const fn rejection(&self) -> Option<Rejection> {
         match self {
             BreakerError::Rejected(r) => Some(*r),
@@ -487,6 +799,23 @@ impl<E> BreakerError<E> {
 
     /// How long until a probe may pass, if the breaker refused because it is
     /// open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Rejection;
+    /// use watertight::tower::BreakerError;
+    ///
+    /// let open: BreakerError<&str> = BreakerError::Rejected(Rejection::Open {
+    ///     retry_after: Duration::from_secs(30),
+    /// });
+    /// assert_eq!(open.retry_after(), Some(Duration::from_secs(30)));
+    /// // Forced open by an operator: no time to promise.
+    /// let forced: BreakerError<&str> = BreakerError::Rejected(Rejection::ForcedOpen);
+    /// assert_eq!(forced.retry_after(), None);
+    /// assert_eq!(BreakerError::Inner("timeout").retry_after(), None);
+    /// ```
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
             BreakerError::Rejected(r) => r.retry_after(),
@@ -495,6 +824,17 @@ impl<E> BreakerError<E> {
     }
 
     /// The inner service's error, if it failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Rejection;
+    /// use watertight::tower::BreakerError;
+    ///
+    /// assert_eq!(BreakerError::Inner("timeout").into_inner(), Some("timeout"));
+    /// let forced: BreakerError<&str> = BreakerError::Rejected(Rejection::ForcedOpen);
+    /// assert_eq!(forced.into_inner(), None);
+    /// ```
     pub fn into_inner(self) -> Option<E> {
         match self {
             BreakerError::Rejected(_) => None,
@@ -562,6 +902,27 @@ pub struct BreakerLayer<C, const N: usize, K = ErrorIsFailure> {
 
 impl<C, const N: usize> BreakerLayer<C, N> {
     /// A layer where an `Err` from the inner service is a failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::{BreakerError, BreakerLayer};
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+    ///     Arc::new(CircuitBreaker::new("pricing", BreakerConfig::DEFAULT, StdClock));
+    /// let svc = BreakerLayer::new(breaker.clone()).layer(tower::service_fn(|sku: u32| async move {
+    ///     if sku == 0 { Err("no price") } else { Ok(sku * 100) }
+    /// }));
+    /// assert_eq!(svc.clone().oneshot(3).await, Ok(300));
+    /// assert_eq!(svc.oneshot(0).await, Err(BreakerError::Inner("no price")));
+    /// assert_eq!((breaker.metrics().calls, breaker.metrics().failed_calls), (2, 1));
+    /// # });
+    /// ```
     pub fn new(breaker: Arc<CircuitBreaker<C, N>>) -> Self {
         BreakerLayer {
             breaker,
@@ -572,6 +933,38 @@ impl<C, const N: usize> BreakerLayer<C, N> {
 
 impl<C, const N: usize, K> BreakerLayer<C, N, K> {
     /// Uses `classify` to tell failures from answers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BreakerLayer;
+    /// use watertight::{BreakerConfig, CircuitBreaker, Outcome};
+    ///
+    /// #[derive(Debug, Clone, Copy, PartialEq)]
+    /// enum FetchError {
+    ///     Cancelled,
+    ///     Upstream,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+    ///     Arc::new(CircuitBreaker::new("catalog", BreakerConfig::DEFAULT, StdClock));
+    /// // The caller gave up: that says nothing about the catalog.
+    /// let layer = BreakerLayer::new(breaker.clone()).classify(|r: &Result<u32, FetchError>| match r {
+    ///     Err(FetchError::Cancelled) => Outcome::Ignored,
+    ///     Err(FetchError::Upstream) => Outcome::Failure,
+    ///     Ok(_) => Outcome::Success,
+    /// });
+    /// let svc = layer.layer(tower::service_fn(|e: FetchError| async move { Err::<u32, _>(e) }));
+    /// assert!(svc.clone().oneshot(FetchError::Cancelled).await.is_err());
+    /// assert_eq!(breaker.metrics().calls, 0);
+    /// assert!(svc.oneshot(FetchError::Upstream).await.is_err());
+    /// assert_eq!(breaker.metrics().failed_calls, 1);
+    /// # });
+    /// ```
     pub fn classify<K2>(self, classify: K2) -> BreakerLayer<C, N, K2> {
         BreakerLayer {
             breaker: self.breaker,
@@ -610,11 +1003,39 @@ impl<S, C, const N: usize, K: Clone> Layer<S> for BreakerLayer<C, N, K> {
 
 /// A service behind a [`CircuitBreaker`]; made by [`BreakerLayer`].
 ///
-/// `poll_ready` is the inner service's. `call` moves the readied inner
-/// service into the response future and calls it only if the breaker lets
-/// the call through (asked on the future's first poll); the result is
-/// classified and recorded. Dropping the future records nothing and frees a
+/// `poll_ready` is the inner service's. `call` asks the breaker at once:
+/// if it lets the call through, the inner service is called and its future
+/// rides in the response future, which classifies and records the result;
+/// if not, the inner service is not called and the response future
+/// resolves to the refusal. Dropping the future records nothing and frees a
 /// half-open probe slot.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::StdClock;
+/// use watertight::tower::{BreakerError, BreakerLayer};
+/// use watertight::{BreakerConfig, CircuitBreaker, Rejection};
+///
+/// # futures_lite::future::block_on(async {
+/// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+///     Arc::new(CircuitBreaker::new("pricing", BreakerConfig::DEFAULT, StdClock));
+/// let reached = Arc::new(AtomicUsize::new(0));
+/// let hits = reached.clone();
+/// let svc = BreakerLayer::new(breaker.clone()).layer(tower::service_fn(move |sku: u32| {
+///     hits.fetch_add(1, Ordering::Relaxed);
+///     async move { Ok::<_, ()>(sku) }
+/// }));
+///
+/// breaker.force_open();
+/// let refused = svc.oneshot(7).await;
+/// assert_eq!(refused, Err(BreakerError::Rejected(Rejection::ForcedOpen)));
+/// assert_eq!(reached.load(Ordering::Relaxed), 0); // the pricing service was spared
+/// # });
+/// ```
 pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure> {
     inner: S,
     breaker: Arc<CircuitBreaker<C, N>>,
@@ -623,6 +1044,26 @@ pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure> {
 
 impl<S, C, const N: usize, K> BreakerService<S, C, N, K> {
     /// The breaker.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use watertight::breaker::State;
+    /// use watertight::clock::StdClock;
+    /// use watertight::tower::BreakerLayer;
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// let breaker: Arc<CircuitBreaker<StdClock, 100>> =
+    ///     Arc::new(CircuitBreaker::new("pricing", BreakerConfig::DEFAULT, StdClock));
+    /// let svc = BreakerLayer::new(breaker)
+    ///     .layer(tower::service_fn(|sku: u32| async move { Ok::<_, ()>(sku) }));
+    /// // An operator's switch, through the service that owns the breaker.
+    /// svc.breaker().force_open();
+    /// assert_eq!(svc.breaker().state(), State::ForcedOpen);
+    /// assert_eq!(svc.breaker().name(), "pricing");
+    /// ```
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C, N>> {
         &self.breaker
     }
@@ -694,6 +1135,37 @@ pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it drops the inner call and records nothing.
+    ///
+    /// # Examples
+    ///
+    /// Dropped before it completes, a half-open probe gives its slot back:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use tower::{Layer, Service};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::tower::BreakerLayer;
+    /// use watertight::breaker::State;
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = BreakerConfig::builder().half_open_calls(1).build().unwrap();
+    /// let breaker: Arc<CircuitBreaker<Arc<ManualClock>, 64>> =
+    ///     Arc::new(CircuitBreaker::new("pricing", config, clock.clone()));
+    /// let mut svc = BreakerLayer::new(breaker.clone())
+    ///     .layer(tower::service_fn(|_: ()| core::future::pending::<Result<(), ()>>()));
+    ///
+    /// for _ in 0..10 {
+    ///     breaker.try_acquire().unwrap().failure();
+    /// }
+    /// clock.advance(Duration::from_secs(30));
+    /// let probe = svc.call(()); // the one half-open probe
+    /// assert_eq!(breaker.state(), State::HalfOpen);
+    /// assert!(breaker.try_acquire().is_err()); // no second probe
+    /// drop(probe); // cancelled: records nothing, frees the slot
+    /// assert!(breaker.try_acquire().is_ok());
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct BreakerFuture<B: Guard, F, K> {
         breaker: Arc<B>,
@@ -783,6 +1255,29 @@ pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure> {
 
 impl<C, const N: usize> PolicyLayer<C, N> {
     /// A layer where an `Err` from the inner service is a failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let payments: Arc<Policy<_>> = Arc::new(Policy::new("payments", config, clock).unwrap());
+    /// let svc = PolicyLayer::new(payments.clone()).layer(tower::service_fn(|cents: u32| async move {
+    ///     if cents == 0 { Err("declined") } else { Ok(cents) }
+    /// }));
+    /// assert_eq!(svc.clone().oneshot(500).await, Ok(500));
+    /// let err = svc.oneshot(0).await.unwrap_err();
+    /// assert_eq!((err.system(), err.into_inner()), ("payments", Some("declined")));
+    /// assert_eq!(payments.breaker().metrics().failed_calls, 1);
+    /// # });
+    /// ```
     pub fn new(policy: Arc<Policy<C, N>>) -> Self {
         PolicyLayer {
             policy,
@@ -793,6 +1288,32 @@ impl<C, const N: usize> PolicyLayer<C, N> {
 
 impl<C, const N: usize, K> PolicyLayer<C, N, K> {
     /// Uses `classify` to tell failures from answers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    /// use watertight::Outcome;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock).unwrap());
+    /// // A 404 is an answer; a 5xx is the system failing.
+    /// let layer = PolicyLayer::new(search.clone()).classify(|r: &Result<u16, ()>| match r {
+    ///     Ok(s) if *s < 500 => Outcome::Success,
+    ///     _ => Outcome::Failure,
+    /// });
+    /// let svc = layer.layer(tower::service_fn(|status: u16| async move { Ok::<_, ()>(status) }));
+    /// assert_eq!(svc.clone().oneshot(404).await, Ok(404));
+    /// assert_eq!(svc.oneshot(503).await, Ok(503));
+    /// assert_eq!(search.breaker().metrics().failed_calls, 1);
+    /// # });
+    /// ```
     pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2> {
         PolicyLayer {
             policy: self.policy,
@@ -836,6 +1357,31 @@ impl<S, C, const N: usize, K: Clone> Layer<S> for PolicyLayer<C, N, K> {
 /// readiness and calls it only once the policy's bulkhead and breaker let
 /// it through, inside the call timeout. Errors are the policy's
 /// [`policy::Error`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use core::time::Duration;
+/// use tower::{Layer, Service, ServiceExt};
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+/// use watertight::tower::PolicyLayer;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = Arc::new(ManualClock::new());
+/// let config = PolicyConfig::builder(1).max_wait(Duration::ZERO).build().unwrap();
+/// let stock: Arc<Policy<_>> = Arc::new(Policy::new("stock", config, clock).unwrap());
+/// let mut svc = PolicyLayer::new(stock.clone())
+///     .layer(tower::service_fn(|sku: u32| async move { Ok::<_, ()>(sku) }));
+///
+/// let _busy = stock.bulkhead().try_acquire().unwrap();
+/// // Ready with the one slot taken: readiness holds no slot.
+/// let err = svc.ready().await.unwrap().call(7).await.unwrap_err();
+/// assert_eq!(*err.kind(), ErrorKind::BulkheadFull);
+/// assert!(err.is_unavailable());
+/// # });
+/// ```
 pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure> {
     inner: S,
     policy: Arc<Policy<C, N>>,
@@ -844,6 +1390,24 @@ pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure> {
 
 impl<S, C, const N: usize, K> PolicyService<S, C, N, K> {
     /// The policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let payments: Arc<Policy<_>> = Arc::new(Policy::new("payments", config, clock).unwrap());
+    /// let svc = PolicyLayer::new(payments.clone())
+    ///     .layer(tower::service_fn(|cents: u32| async move { Ok::<_, ()>(cents) }));
+    /// assert!(Arc::ptr_eq(svc.policy(), &payments));
+    /// assert_eq!(svc.policy().bulkhead().capacity(), 4);
+    /// ```
     pub fn policy(&self) -> &Arc<Policy<C, N>> {
         &self.policy
     }

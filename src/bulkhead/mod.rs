@@ -451,21 +451,79 @@ impl<C> Bulkhead<C> {
     }
 
     /// Permits held right now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let payments = Bulkhead::new("payments", 4, StdClock);
+    /// let batch = payments.try_acquire_many(2).unwrap();
+    /// let single = payments.try_acquire().unwrap();
+    /// assert_eq!(payments.in_flight(), 3);
+    /// drop(batch);
+    /// assert_eq!(payments.in_flight(), 1);
+    /// # drop(single);
+    /// ```
     pub fn in_flight(&self) -> usize {
         word::in_flight(self.load())
     }
 
     /// The current capacity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let search = Bulkhead::new("search", 8, StdClock);
+    /// assert_eq!(search.capacity(), 8);
+    /// search.resize(2).unwrap();
+    /// assert_eq!(search.capacity(), 2);
+    /// ```
     pub fn capacity(&self) -> usize {
         word::capacity(self.load())
     }
 
     /// Tasks waiting for a permit right now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::future;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let db = Bulkhead::new("db", 1, StdClock);
+    /// let held = db.try_acquire().unwrap();
+    /// let mut waiter = Box::pin(db.acquire());
+    /// assert!(future::block_on(future::poll_once(&mut waiter)).is_none());
+    /// assert_eq!(db.waiting(), 1);
+    /// drop(held);
+    /// let permit = future::block_on(waiter).unwrap();
+    /// assert_eq!((db.waiting(), db.in_flight()), (0, 1));
+    /// # drop(permit);
+    /// ```
     pub fn waiting(&self) -> usize {
         word::waiters(self.load())
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let legacy = Bulkhead::new("legacy", 2, StdClock);
+    /// assert!(!legacy.is_closed());
+    /// legacy.close();
+    /// assert!(legacy.is_closed());
+    /// assert!(legacy.try_acquire().is_err());
+    /// ```
     pub fn is_closed(&self) -> bool {
         word::closed(self.load())
     }
@@ -833,11 +891,40 @@ pub struct Permit<'a, C> {
 
 impl<'a, C> Permit<'a, C> {
     /// How many permits this guard holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let batch = Bulkhead::new("batch", 10, StdClock);
+    /// let permit = batch.try_acquire_many(4).unwrap();
+    /// assert_eq!(permit.count(), 4);
+    /// assert_eq!(batch.available(), 10 - permit.count());
+    /// ```
     pub fn count(&self) -> usize {
         self.n
     }
 
     /// The bulkhead the permits belong to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{Bulkhead, Permit};
+    /// use watertight::clock::StdClock;
+    ///
+    /// // Code that is handed only the permit can still tell which system it guards.
+    /// fn label<C>(permit: &Permit<'_, C>) -> &'static str {
+    ///     permit.bulkhead().name()
+    /// }
+    ///
+    /// let payments = Bulkhead::new("payments", 2, StdClock);
+    /// let permit = payments.try_acquire().unwrap();
+    /// assert_eq!(label(&permit), "payments");
+    /// assert_eq!(permit.bulkhead().in_flight(), 1);
+    /// ```
     pub fn bulkhead(&self) -> &'a Bulkhead<C> {
         self.bulkhead
     }
