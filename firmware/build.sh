@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds (links, does not run) the firmware in its three variants and prints
+# Builds (links, does not run) the firmware in its four variants, at
+# opt-level "z" (profile release) and "s" (profile release-s), and prints
 # their flash and RAM. Usage: firmware/build.sh   (from anywhere)
 #
-#   default    watertight without `alloc`, no global allocator in the binary
-#   heap       watertight `alloc` + embedded-alloc (8 KiB), waiting acquire
-#   unguarded  the same firmware with the upstream call made directly
+#   unguarded    the upstream call made directly: the baseline
+#   no-deadline  fail-fast bulkhead + breaker, no alloc, no global allocator
+#   default      no-deadline + deadline::timeout (the full guard)
+#   heap         watertight `alloc` + embedded-alloc (8 KiB), waiting acquire
 #
 # flash = .vector_table + .text + .rodata + .data (the .data load image)
 # RAM   = .data + .bss + .uninit (the heap build's 8 KiB arena is in .bss)
@@ -24,22 +26,26 @@ BIN="$(rustc --print sysroot)/lib/rustlib/$HOST/bin"
 SIZE="$BIN/llvm-size"
 NM="$BIN/llvm-nm"
 
-ELF="$CARGO_TARGET_DIR/$TARGET/release/watertight-firmware"
 OUT="$CARGO_TARGET_DIR/sizes"
 mkdir -p "$OUT"
+VARIANTS=(unguarded no-deadline default heap)
 
-for variant in default heap unguarded; do
-    if [ "$variant" = default ]; then features=(); else features=(--features "$variant"); fi
-    echo "== cargo build --release ${features[*]}"
-    cargo build --release --locked "${features[@]}"
-    cp "$ELF" "$OUT/$variant.elf"
+for profile in release release-s; do
+    for variant in "${VARIANTS[@]}"; do
+        if [ "$variant" = default ]; then features=(); else features=(--features "$variant"); fi
+        echo "== cargo build --profile $profile ${features[*]}"
+        cargo build --profile "$profile" --locked "${features[@]}"
+        cp "$CARGO_TARGET_DIR/$TARGET/$profile/watertight-firmware" "$OUT/$profile-$variant.elf"
+    done
 done
 
-# The alloc-free build must not contain an allocator or event-listener.
-if "$NM" -C "$OUT/default.elf" | grep -Eq 'GlobalAlloc|__rust_alloc|__rg_alloc|event_listener'; then
-    echo "error: the default (no alloc) build contains allocator code" >&2
-    exit 1
-fi
+# The alloc-free builds must not contain an allocator or event-listener.
+for elf in "$OUT"/release*-default.elf "$OUT"/release*-no-deadline.elf; do
+    if "$NM" -C "$elf" | grep -Eq 'GlobalAlloc|__rust_alloc|__rg_alloc|event_listener'; then
+        echo "error: $(basename "$elf") (no alloc) contains allocator code" >&2
+        exit 1
+    fi
+done
 
 # Section sums: text vector_table+text+rodata, data, bss(+uninit).
 sizes() {
@@ -51,18 +57,28 @@ sizes() {
 }
 symsize() { "$NM" -S -C --radix=d "$1" | awk -v s="$2" '$0 ~ s { print $2 + 0; exit }'; }
 
-read -r _ _ _ base_flash base_ram <<<"$(sizes "$OUT/unguarded.elf")"
 echo
-printf '%-10s %8s %6s %6s %8s %8s %12s %10s\n' variant text data bss flash RAM "Δflash" "ΔRAM"
-for variant in default heap unguarded; do
-    read -r t d b flash ram <<<"$(sizes "$OUT/$variant.elf")"
-    printf '%-10s %8d %6d %6d %8d %8d %+12d %+10d\n' \
-        "$variant" "$t" "$d" "$b" "$flash" "$ram" $((flash - base_flash)) $((ram - base_ram))
+printf '%-6s %-12s %7s %5s %6s %7s %6s %8s %7s\n' opt variant text data bss flash RAM "Δflash" "ΔRAM"
+for profile in release release-s; do
+    opt=z; [ "$profile" = release-s ] && opt=s
+    read -r _ _ _ base_flash base_ram <<<"$(sizes "$OUT/$profile-unguarded.elf")"
+    for variant in "${VARIANTS[@]}"; do
+        read -r t d b flash ram <<<"$(sizes "$OUT/$profile-$variant.elf")"
+        printf '%-6s %-12s %7d %5d %6d %7d %6d %+8d %+7d\n' \
+            "\"$opt\"" "$variant" "$t" "$d" "$b" "$flash" "$ram" $((flash - base_flash)) $((ram - base_ram))
+        if [ "$variant" = no-deadline ]; then
+            eval "guard_$opt=$((flash - base_flash))"
+        fi
+    done
 done
-echo "(bytes; Δ against unguarded; text = .vector_table+.text+.rodata, flash = text+data, RAM = data+bss)"
+echo "(bytes; Δ against unguarded at the same opt-level; text = .vector_table+.text+.rodata,"
+echo " flash = text+data, RAM = data+bss)"
 echo
+# shellcheck disable=SC2154 # set by eval above
+echo "bulkhead + breaker (no-deadline − unguarded): $guard_z B of flash at opt-level \"z\"," \
+    "$guard_s B at \"s\" (target: ≤ 4096 B)"
 for variant in default heap; do
-    echo "$variant: static Bulkhead<EmbassyClock> = $(symsize "$OUT/$variant.elf" UPSTREAM_BULKHEAD) B," \
-        "static CircuitBreaker<EmbassyClock, 64> = $(symsize "$OUT/$variant.elf" UPSTREAM_BREAKER) B"
+    echo "$variant: static Bulkhead<EmbassyClock> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BULKHEAD) B," \
+        "static CircuitBreaker<EmbassyClock, 64> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BREAKER) B"
 done
 echo "firmware: $((SECONDS - start)) s"

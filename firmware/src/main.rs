@@ -8,6 +8,8 @@
 //!   allocator** in the binary;
 //! - `heap`: watertight `alloc` and embedded-alloc (8 KiB); the workers wait
 //!   for a permit with `acquire_timeout(..).await`;
+//! - `no-deadline`: the default build without `deadline::timeout`, to show
+//!   what the bulkhead and the breaker cost on their own;
 //! - `unguarded`: the baseline, the upstream called directly, to measure what
 //!   the guards cost.
 //!
@@ -18,6 +20,8 @@
 
 #[cfg(all(feature = "heap", feature = "unguarded"))]
 compile_error!("`heap` and `unguarded` are separate builds: pick one");
+#[cfg(all(feature = "no-deadline", feature = "unguarded"))]
+compile_error!("`no-deadline` and `unguarded` are separate builds: pick one");
 
 mod time_driver;
 
@@ -40,7 +44,7 @@ enum UpstreamError {
     /// The upstream answered with an error.
     Refused,
     /// No answer within the deadline.
-    #[cfg_attr(feature = "unguarded", allow(dead_code))]
+    #[cfg_attr(any(feature = "unguarded", feature = "no-deadline"), allow(dead_code))]
     TimedOut,
 }
 
@@ -73,6 +77,7 @@ mod guarded {
     use core::time::Duration;
 
     use watertight::clock::EmbassyClock;
+    #[cfg(not(feature = "no-deadline"))]
     use watertight::deadline::timeout;
     use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 
@@ -99,15 +104,29 @@ mod guarded {
         CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
 
     /// The upstream call under a 20 ms deadline.
+    #[cfg(not(feature = "no-deadline"))]
     async fn bounded_call() -> Result<u32, UpstreamError> {
-        match timeout(EmbassyClock::new(), Duration::from_millis(20), upstream_call()).await {
+        match timeout(
+            EmbassyClock::new(),
+            Duration::from_millis(20),
+            upstream_call(),
+        )
+        .await
+        {
             Ok(result) => result,
             Err(_elapsed) => Err(UpstreamError::TimedOut),
         }
     }
 
+    /// The `no-deadline` build: the upstream call as it is, so the table can
+    /// show what the bulkhead and the breaker cost on their own.
+    #[cfg(feature = "no-deadline")]
+    async fn bounded_call() -> Result<u32, UpstreamError> {
+        upstream_call().await
+    }
+
     /// One guarded call: bulkhead permit, then breaker, then deadline.
-    pub async fn call_once(worker: u32) {
+    pub async fn call_once() {
         // Fail fast when the bulkhead is full (no allocation) ...
         #[cfg(not(feature = "heap"))]
         let permit = UPSTREAM_BULKHEAD.try_acquire();
@@ -121,42 +140,24 @@ mod guarded {
             return;
         };
 
-        if worker == 0 {
-            // The breaker's manual form: a permit recorded by hand.
-            let Ok(call) = UPSTREAM_BREAKER.try_acquire() else {
+        // The breaker around the call: refused at once while it is open.
+        match UPSTREAM_BREAKER.call(bounded_call()).await {
+            Ok(n) => count(Ok(n)),
+            Err(CallError::Failed(e)) => count(Err(e)),
+            Err(CallError::Rejected(_)) => {
                 REJECTED.fetch_add(1, Relaxed);
-                return;
-            };
-            let result = bounded_call().await;
-            if result.is_ok() {
-                call.success();
-            } else {
-                call.failure();
-            }
-            count(result);
-        } else {
-            // The breaker's future form.
-            match UPSTREAM_BREAKER.call(bounded_call()).await {
-                Ok(n) => count(Ok(n)),
-                Err(CallError::Failed(e)) => count(Err(e)),
-                Err(CallError::Rejected(_)) => {
-                    REJECTED.fetch_add(1, Relaxed);
-                }
             }
         }
     }
 }
 
 #[embassy_executor::task(pool_size = 3)]
-async fn worker(id: u32) {
+async fn worker() {
     loop {
         #[cfg(not(feature = "unguarded"))]
-        guarded::call_once(id).await;
+        guarded::call_once().await;
         #[cfg(feature = "unguarded")]
-        {
-            let _ = id;
-            count(upstream_call().await);
-        }
+        count(upstream_call().await);
         Timer::after_millis(10).await;
     }
 }
@@ -186,7 +187,7 @@ async fn main(spawner: Spawner) {
     heap::init();
     let core = cortex_m::Peripherals::take().unwrap();
     time_driver::init(core.SYST);
-    for id in 0..3 {
-        spawner.spawn(worker(id).unwrap());
+    for _ in 0..3 {
+        spawner.spawn(worker().unwrap());
     }
 }
