@@ -18,23 +18,35 @@
 //!   bulkhead, the breaker and a deadline in that order, with one "system
 //!   unavailable" error for every refusal.
 //!
-//! # When to use it, and when not
+//! # Which primitive, when
 //!
-//! Use a [`Bulkhead`] per external system when a call should **fail fast**
-//! (a 503, a cached answer, a fallback) rather than queue behind a system
-//! that is slow: it rejects at once or after a short, bounded wait, counts
-//! why, names the system in its metrics, and runs unchanged on tokio, smol,
-//! async-std and embassy, with or without an allocator.
+//! One of each per **external system** (a payment API, a database pool, a
+//! modem link), named after it; never one shared by everything.
 //!
-//! Use a [`CircuitBreaker`] per external system when calls to a failing
-//! system should be refused at once (with a `Retry-After` hint) instead of
-//! piling up behind timeouts. It needs no lock, no heap and no std, so the
-//! same type guards a payment API on a server and an upstream link on a
-//! gateway, in a `static` if you like.
+//! | you want to… | use | notes |
+//! |---|---|---|
+//! | cap the calls in flight to a system and refuse the rest at once | [`Bulkhead::try_acquire`] | no allocation, no clock read, no executor; a 503 or a fallback instead of a queue |
+//! | the same, but wait a short, bounded time for a slot | [`Bulkhead::acquire_timeout`] (`alloc`) | milliseconds, not seconds: a long wait is a queue in disguise |
+//! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
+//! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
+//! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
+//! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
+//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` |
+//! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
-//! If you need a general async semaphore on tokio — long or unbounded waits,
-//! permits as a budget of bytes or items, no metrics — `tokio::sync::Semaphore`
-//! is enough, and so is `async_lock::Semaphore` elsewhere.
+//! Why that order in a [`Policy`]: the bulkhead first, so a call refused for
+//! want of a slot never reaches the breaker and is not counted against the
+//! system; the breaker next, so a call to an open circuit gives its slot
+//! back at once; the deadline innermost, so a call that runs out of its own
+//! time is a failure the breaker sees.
+//!
+//! Use a [`Bulkhead`] when a call should **fail fast** rather than queue
+//! behind a slow system: it rejects at once or after a short, bounded wait,
+//! counts why, and names the system in its metrics. Use a
+//! [`CircuitBreaker`] when calls to a failing system should be refused at
+//! once instead of piling up behind timeouts. Neither needs a lock, a heap
+//! or std, so the same types guard a payment API on a server and an
+//! upstream link on a gateway, in a `static` if you like.
 //!
 //! # Example
 //!
@@ -83,46 +95,64 @@
 //!
 //! # Features
 //!
-//! - `std` (default): [`clock::StdClock`]; implies `alloc`.
-//! - `alloc`: waiting (`acquire*`), owned permits where the target has
-//!   `alloc::sync`, and [`clock::ManualClock`] as a [`clock::Timer`]. Each wait
-//!   allocates one listener node (event-listener); `try_acquire`, an acquire
-//!   that succeeds at once, and release never allocate.
-//! - `critical-section`: forwarded to portable-atomic for targets without
-//!   compare-and-swap (`thumbv6m`). Enable it in the firmware binary.
-//! - `tokio`: `clock::TokioClock`.
-//! - `async-io`: `clock::AsyncIoClock`, for smol and async-std.
-//! - `embassy`: `clock::EmbassyClock`.
-//! - `tower`: `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and
-//!   a policy (inbound load shedding, outbound protection).
-//! - `metrics`: `metrics` — exporters that copy bulkhead, breaker and policy
-//!   numbers into the `metrics` facade under the seeds' names, with handles
-//!   registered once.
-//! - `tracing`: one `tracing` event per breaker transition and per
-//!   rejection, with the system's name.
-//! - `serde`: `Deserialize` for `BreakerConfig` and `PolicyConfig`,
-//!   validated (errors name the field; thresholds are percent).
+//! | feature | default | what it adds | needs |
+//! |---|---|---|---|
+//! | `std` | yes | [`clock::StdClock`]; a permit dropped while panicking records a failure | implies `alloc` |
+//! | `alloc` | via `std` | waiting (`acquire*`), owned permits (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`]; a policy with a slot wait | an allocator: each *wait* allocates one listener node (event-listener); `try_acquire`, an acquire that succeeds at once, and release never allocate |
+//! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic | a `critical-section` implementation in the firmware |
+//! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |
+//! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
+//! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
+//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and a policy | std |
+//! | `metrics` | no | `metrics` — exporters under the seeds' metric names, handles registered once | std |
+//! | `tracing` | no | one `tracing` event per breaker transition and per refusal | std |
+//! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
 //!
-//! Without `alloc`, the fail-fast bulkhead (`try_acquire*`) and the whole
-//! circuit breaker still build and need no allocator.
+//! Without `alloc` (`--no-default-features`), the fail-fast bulkhead, the
+//! whole circuit breaker, deadlines and a policy without a slot wait still
+//! build, and need no allocator: `firmware/` links them into a Cortex-M4F
+//! binary that has none.
 //!
 //! # Runtime support
 //!
 //! Nothing here spawns or assumes an executor: waiting parks on an
 //! `event_listener::Event`, which any executor can drive, and time comes from
-//! the clock type parameter. The same tests run on tokio (current-thread and
-//! multi-thread), smol, async-std and embassy's executor.
+//! the clock type parameter.
+//!
+//! | runtime | clock | feature | tested by |
+//! |---|---|---|---|
+//! | tokio (current-thread, multi-thread, paused time) | `TokioClock` | `tokio` | `tests/rt_tokio.rs`, the tour, the HTTP tests |
+//! | smol | `AsyncIoClock` | `async-io` | `tests/rt_smol.rs` |
+//! | async-std | `AsyncIoClock` | `async-io` | `tests/rt_async_std.rs` |
+//! | embassy (Cortex-M, or the host with embassy-time's std driver) | `EmbassyClock` | `embassy` | `tests/rt_embassy.rs`; `firmware/` links for `thumbv7em-none-eabihf` |
+//! | none: threads, or your own executor | `StdClock` (no timer), or any [`clock::Timer`] you write | `std` | the unit and model tests |
+//! | tests of your own code | [`clock::ManualClock`] | always | every rule test here: no real sleeps |
+//!
+//! The runtime suites run the same scenarios on each runtime and assert
+//! counts and order, never latencies.
 //!
 //! # Memory ordering
 //!
-//! Taking a permit is an `Acquire` and giving it back a `Release` on the
-//! bulkhead's state word, so a permit hands over like a mutex: what its last
-//! holder wrote is visible to its next holder.
+//! **Bulkhead.** Taking a permit is an `Acquire` and giving it back a
+//! `Release` on the bulkhead's one state word, so a permit hands over like a
+//! mutex: what its last holder wrote is visible to its next holder. A
+//! waiter woken by a release takes its permit with the same `Acquire`.
 //!
-//! A breaker's transitions are `AcqRel` compare-and-swaps on its state word
-//! and its reads `Acquire`, so whoever sees a state also sees the window and
-//! timestamp that the thread making the transition wrote before it. Counters
-//! that are only statistics (rejected, stale) are `Relaxed`.
+//! **Breaker.** Transitions are `AcqRel` compare-and-swaps of the state
+//! word, and every read of it is `Acquire`, so whoever sees a state also
+//! sees what the thread that made the transition wrote before it (the
+//! window it installed or froze, the time it published). Recording an
+//! outcome writes its slot, then issues a `SeqCst` fence before counting
+//! the other slots: of two writers that fill the window together, at least
+//! one sees both outcomes, so a trip cannot be missed (found by loom,
+//! checked by the loom models). Statistics that decide nothing (rejected,
+//! stale) are `Relaxed`.
+//!
+//! **Everything else** (`ManualClock`, the counters behind metrics) reads
+//! and writes with `Acquire`/`Release` or `Relaxed` as documented on each
+//! item; a metrics snapshot is a set of separate reads, not one atomic
+//! picture. The bulkhead's and the breaker's protocols are checked by the
+//! loom models in `tests/loom.rs`.
 //!
 //! # Minimum supported Rust version
 //!
