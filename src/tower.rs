@@ -753,6 +753,12 @@ impl<T, E> Classify<T, E> for ErrorIsFailure {
 /// The error of a [`BreakerService`]: the breaker refused, or the inner
 /// service failed.
 ///
+/// Shaped like [`BulkheadError`] (`Rejected` / `Inner`), so the errors of
+/// the tower layers read alike. It carries what
+/// [`CallError`](crate::CallError) carries (its `Failed` is `Inner` here),
+/// and converts to and from it with `From`, for code that handles both the
+/// breaker's own `call` and its tower service.
+///
 /// # Examples
 ///
 /// ```
@@ -839,6 +845,48 @@ impl<E> BreakerError<E> {
         match self {
             BreakerError::Rejected(_) => None,
             BreakerError::Inner(e) => Some(e),
+        }
+    }
+}
+
+impl<E> From<crate::CallError<E>> for BreakerError<E> {
+    /// `Rejected` stays `Rejected`; `Failed` becomes `Inner`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::tower::BreakerError;
+    /// use watertight::{CallError, Rejection};
+    ///
+    /// let e: BreakerError<&str> = CallError::Failed("503").into();
+    /// assert_eq!(e, BreakerError::Inner("503"));
+    /// let e: BreakerError<&str> = CallError::Rejected(Rejection::ProbesBusy).into();
+    /// assert_eq!(e.rejection(), Some(Rejection::ProbesBusy));
+    /// ```
+    fn from(e: crate::CallError<E>) -> Self {
+        match e {
+            crate::CallError::Rejected(r) => BreakerError::Rejected(r),
+            crate::CallError::Failed(e) => BreakerError::Inner(e),
+        }
+    }
+}
+
+impl<E> From<BreakerError<E>> for crate::CallError<E> {
+    /// `Rejected` stays `Rejected`; `Inner` becomes `Failed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::tower::BreakerError;
+    /// use watertight::CallError;
+    ///
+    /// let e: CallError<&str> = BreakerError::Inner("503").into();
+    /// assert_eq!(e.into_inner(), Some("503"));
+    /// ```
+    fn from(e: BreakerError<E>) -> Self {
+        match e {
+            BreakerError::Rejected(r) => crate::CallError::Rejected(r),
+            BreakerError::Inner(e) => crate::CallError::Failed(e),
         }
     }
 }
