@@ -618,7 +618,7 @@ impl<E> Error<E> {
         }
     }
 
-    fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
+    pub(crate) fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
         Error { system, kind }
     }
 }
@@ -693,11 +693,13 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// # });
 /// ```
 pub struct Policy<C, const N: usize = 64> {
-    bulkhead: Bulkhead<C>,
-    breaker: CircuitBreaker<C, N>,
-    clock: C,
-    max_wait: Duration,
-    call_timeout: Duration,
+    // Crate-visible for the tower service's named future, which runs the
+    // same steps as `run` on an `Arc<Policy>`.
+    pub(crate) bulkhead: Bulkhead<C>,
+    pub(crate) breaker: CircuitBreaker<C, N>,
+    pub(crate) clock: C,
+    pub(crate) max_wait: Duration,
+    pub(crate) call_timeout: Duration,
 }
 
 impl<C: Clone, const N: usize> Policy<C, N> {

@@ -126,3 +126,45 @@ mod breaker {
         }
     }
 }
+
+// The tower response futures move into spawned tasks (axum, hyper): `Send`
+// and `'static` when the inner service's future is, with no box.
+#[cfg(all(feature = "tower", feature = "tokio"))]
+mod tower_futures {
+    use super::*;
+    use std::future::Ready;
+    use watertight::clock::TokioClock;
+    use watertight::policy::Policy;
+    use watertight::tower::{BreakerFuture, ErrorIsFailure, PolicyFuture};
+    use watertight::CircuitBreaker;
+
+    const fn send_static<T: Send + 'static>() {}
+
+    #[derive(Clone)]
+    struct Echo;
+    impl tower::Service<u32> for Echo {
+        type Response = u32;
+        type Error = std::io::Error;
+        type Future = Ready<Result<u32, std::io::Error>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, n: u32) -> Self::Future {
+            std::future::ready(Ok(n))
+        }
+    }
+
+    const _: () = send_static::<PolicyFuture<Policy<TokioClock>, Echo, u32, ErrorIsFailure>>();
+    const _: () =
+        send_static::<PolicyFuture<Policy<Arc<ManualClock>, 8>, Echo, u32, ErrorIsFailure>>();
+    const _: () = send_static::<
+        BreakerFuture<
+            CircuitBreaker<TokioClock, 64>,
+            Ready<Result<u32, std::io::Error>>,
+            ErrorIsFailure,
+        >,
+    >();
+}

@@ -650,3 +650,33 @@ fn a_policy_call_on_tokio_does_not_allocate() {
         rounds[0]
     );
 }
+
+#[cfg(feature = "tower")]
+#[test]
+fn a_policy_service_call_does_not_allocate() {
+    use tower::{Layer, Service};
+    use watertight::tower::PolicyLayer;
+
+    let clock = ManualClock::new();
+    let p = Arc::new(policy_on("ledger", 4, Duration::from_millis(100), &clock));
+    let mut svc = PolicyLayer::new(p.clone()).layer(tower::service_fn(|n: u32| {
+        std::future::ready(Ok::<_, ()>(n + 1))
+    }));
+    futures_lite::future::block_on(async {});
+
+    let mut got = None;
+    let n = allocations_in(|| {
+        got = Some(futures_lite::future::block_on(svc.call(1)));
+    });
+    assert_eq!(n, 0, "a policy service call with a slot free");
+    assert_eq!(got, Some(Ok(2)));
+
+    // Refusals allocate nothing either: the breaker's, and the bulkhead's
+    // without a wait.
+    p.breaker().force_open();
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(svc.call(1));
+        assert!(matches!(r.unwrap_err().kind(), ErrorKind::CircuitOpen(_)));
+    });
+    assert_eq!(n, 0, "a refused policy service call");
+}

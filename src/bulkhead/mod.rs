@@ -11,6 +11,8 @@ mod word;
 
 pub use error::{AcquireError, ConfigError};
 #[cfg(feature = "alloc")]
+pub(crate) use wait::{poll_until, Waiter};
+#[cfg(feature = "alloc")]
 pub use wait::{Acquire, AcquireTimeout, AcquireUntil};
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use wait::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
@@ -699,7 +701,7 @@ impl<C> Bulkhead<C> {
     /// Gives `n` permits back: one atomic add, plus a wake-up only when a task
     /// is registered as waiting.
     #[inline]
-    fn release(&self, n: usize) {
+    pub(crate) fn release(&self, n: usize) {
         if n == 0 {
             return;
         }

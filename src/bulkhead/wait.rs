@@ -22,7 +22,7 @@ use crate::sync::Ordering;
 
 /// The state of one wait, shared by every acquire future.
 #[derive(Debug)]
-pub(super) struct Waiter {
+pub(crate) struct Waiter {
     n: usize,
     state: State,
     /// The state word at which this waiter last passed a wake-up on.
@@ -40,7 +40,7 @@ enum State {
 }
 
 impl Waiter {
-    pub(super) fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Waiter {
             n,
             state: State::Start,
@@ -189,7 +189,7 @@ impl Waiter {
     /// counted as cancelled and leaves the queue. If it had been woken and
     /// not yet run, dropping its listener hands that wake-up to the next
     /// waiter (event-listener propagates a notification of a dropped listener).
-    fn cancel<C>(&mut self, bh: &Bulkhead<C>) {
+    pub(crate) fn cancel<C>(&mut self, bh: &Bulkhead<C>) {
         if let State::Waiting(listener) = core::mem::replace(&mut self.state, State::Done) {
             drop(listener);
             bh.deregister();
@@ -605,7 +605,7 @@ impl<'a, C: Timer> Future for AcquireUntil<'a, C> {
 }
 
 /// The shared body of the deadline futures: the wait, then the timer.
-fn poll_until<C: Timer>(
+pub(crate) fn poll_until<C: Timer>(
     bh: &Bulkhead<C>,
     waiter: &mut Waiter,
     deadline: Instant,
