@@ -10,7 +10,8 @@ mod wait;
 mod word;
 
 pub use error::{AcquireError, ConfigError};
-#[cfg(feature = "alloc")]
+// For the tower policy service's named future.
+#[cfg(feature = "tower")]
 pub(crate) use wait::{poll_until, Waiter};
 #[cfg(feature = "alloc")]
 pub use wait::{Acquire, AcquireTimeout, AcquireUntil};
