@@ -213,4 +213,5 @@ pub mod futures {
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
     pub use crate::deadline::Timeout;
+    pub use crate::policy::PolicyCall;
 }

@@ -17,17 +17,18 @@
 //! one shared by all.
 
 use core::fmt;
-use core::future::{poll_fn, Future};
-use core::pin::pin;
-use core::task::Poll;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::breaker::{
-    err_is_failure, BreakerConfig, BreakerConfigError, CircuitBreaker, Outcome, Rejection,
+    err_is_failure, BreakerConfig, BreakerConfigError, CircuitBreaker, ErrIsFailure, Guard,
+    Outcome, Raw, Rejection,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
-use crate::clock::{Instant, Timer};
-use crate::deadline::{timeout_at, Deadline};
+use crate::clock::{Clock, Instant, Timer};
+use crate::deadline::Deadline;
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
 /// a bulkhead is a fail-fast limit, not a queue (seeds 000/001: "≤ 100 ms,
@@ -825,12 +826,12 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(err.into_inner(), Some("declined"));
     /// # });
     /// ```
-    pub async fn call<F, Fut, T, E>(&self, make: F) -> Result<T, Error<E>>
+    pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run(None, make, err_is_failure).await
+        PolicyCall::new(self, None, Make(Some(make)), err_is_failure)
     }
 
     /// Like [`call`](Self::call), with a classifier that says which results
@@ -863,13 +864,13 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(p.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub async fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> Result<T, Error<E>>
+    pub fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> PolicyCall<&Self, Make<F>, K>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
-        self.run(None, make, classify).await
+        PolicyCall::new(self, None, Make(Some(make)), classify)
     }
 
     /// Like [`call`](Self::call), inside the caller's request budget: the
@@ -898,16 +899,21 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(p.call_within(&request, || async { Ok::<_, ()>(1) }).await, Ok(1));
     /// # });
     /// ```
-    pub async fn call_within<F, Fut, T, E>(
+    pub fn call_within<F, Fut, T, E>(
         &self,
         budget: &Deadline<C>,
         make: F,
-    ) -> Result<T, Error<E>>
+    ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run(Some(budget.instant()), make, err_is_failure).await
+        PolicyCall::new(
+            self,
+            Some(budget.instant()),
+            Make(Some(make)),
+            err_is_failure,
+        )
     }
 
     /// [`call_within`](Self::call_within) with a classifier.
@@ -934,139 +940,18 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// assert_eq!(r, Ok(404));
     /// # });
     /// ```
-    pub async fn call_within_with<F, Fut, T, E, K>(
+    pub fn call_within_with<F, Fut, T, E, K>(
         &self,
         budget: &Deadline<C>,
         make: F,
         classify: K,
-    ) -> Result<T, Error<E>>
+    ) -> PolicyCall<&Self, Make<F>, K>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
-        self.run(Some(budget.instant()), make, classify).await
-    }
-
-    async fn run<F, Fut, T, E, K>(
-        &self,
-        budget: Option<Instant>,
-        make: F,
-        classify: K,
-    ) -> Result<T, Error<E>>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        K: FnOnce(&Result<T, E>) -> Outcome,
-    {
-        let name = self.name();
-        let fail = |kind| Err(Error::new(name, kind));
-
-        // 1. Bulkhead, outside: a free slot at once (no clock read); else a
-        // wait of `max_wait`, or what is left of the budget if less.
-        let slot = match self.bulkhead.try_acquire_uncounted() {
-            Err(AcquireError::Full) => {
-                let wait = match budget {
-                    Some(end) if !self.max_wait.is_zero() => self
-                        .max_wait
-                        .min(end.saturating_duration_since(self.clock.now())),
-                    _ => self.max_wait,
-                };
-                if wait.is_zero() {
-                    // Counted as the bulkhead's own refusal.
-                    self.bulkhead.try_acquire()
-                } else {
-                    self.wait_for_slot(wait).await
-                }
-            }
-            // Closed: refused again through the counted path, so the bulkhead
-            // counts the refusal (and reports it, with `tracing`) itself.
-            Err(AcquireError::Closed) => self.bulkhead.try_acquire(),
-            other => other,
-        };
-        let _slot = match slot {
-            Ok(slot) => slot,
-            Err(AcquireError::Closed) => return fail(ErrorKind::BulkheadClosed),
-            Err(_) => return fail(ErrorKind::BulkheadFull),
-        };
-
-        // 2. Breaker, inside: a refusal gives the slot back at once (`_slot`
-        // drops on return).
-        let permit = match self.breaker.try_acquire() {
-            Ok(permit) => permit,
-            Err(why) => return fail(ErrorKind::CircuitOpen(why)),
-        };
-
-        // 3. Deadline, innermost. A budget already spent does not start the
-        // call: the system did nothing wrong, so nothing is recorded.
-        if let Some(end) = budget {
-            if self.clock.now() >= end {
-                permit.ignore();
-                #[cfg(feature = "tracing")]
-                tracing::debug!(
-                    system = name,
-                    reason = "deadline_exceeded",
-                    by_budget = true,
-                    "policy refused a call"
-                );
-                return fail(ErrorKind::DeadlineExceeded);
-            }
-        }
-        // The call is polled once before a timer is armed: one that is ready
-        // at once reads no clock and sets no timer. Its timeout counts from
-        // the end of that first poll (which no timer could have cut short).
-        let mut call = pin!(make());
-        let first = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
-        let result = match first {
-            Poll::Ready(result) => result,
-            Poll::Pending => {
-                let now = self.clock.now();
-                let (limit, by_budget) = match budget {
-                    Some(end) => {
-                        let left = end.saturating_duration_since(now);
-                        if left < self.call_timeout {
-                            (left, true)
-                        } else {
-                            (self.call_timeout, false)
-                        }
-                    }
-                    None => (self.call_timeout, false),
-                };
-                match timeout_at(self.clock.clone(), now.saturating_add(limit), call).await {
-                    Ok(result) => result,
-                    Err(_) => {
-                        // Out of `call_timeout`: a failure of the system. Cut
-                        // short by the caller's budget: nothing is recorded.
-                        if by_budget {
-                            permit.ignore();
-                        } else {
-                            permit.failure();
-                        }
-                        #[cfg(feature = "tracing")]
-                        tracing::debug!(
-                            system = name,
-                            reason = "deadline_exceeded",
-                            by_budget,
-                            "policy call ran out of time"
-                        );
-                        return fail(ErrorKind::DeadlineExceeded);
-                    }
-                }
-            }
-        };
-        permit.record(classify(&result));
-        result.map_err(|e| Error::new(name, ErrorKind::Call(e)))
-    }
-
-    #[cfg(feature = "alloc")]
-    async fn wait_for_slot(&self, wait: Duration) -> Result<crate::Permit<'_, C>, AcquireError> {
-        self.bulkhead.acquire_timeout(wait).await
-    }
-
-    #[cfg(not(feature = "alloc"))]
-    async fn wait_for_slot(&self, _wait: Duration) -> Result<crate::Permit<'_, C>, AcquireError> {
-        // `PolicyConfig::build` refuses a wait without `alloc`.
-        self.bulkhead.try_acquire()
+        PolicyCall::new(self, Some(budget.instant()), Make(Some(make)), classify)
     }
 }
 
@@ -1078,6 +963,515 @@ impl<C, const N: usize> fmt::Debug for Policy<C, N> {
             .field("breaker", &self.breaker)
             .field("max_wait", &self.max_wait)
             .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+// ---- the call future -------------------------------------------------------
+
+mod sealed {
+    use core::future::Future;
+    use core::task::{Context, Poll};
+    use core::time::Duration;
+
+    use crate::breaker::{Guard, Outcome};
+    use crate::bulkhead::Bulkhead;
+    use crate::clock::Timer;
+
+    /// The parts of a policy that a [`PolicyCall`](super::PolicyCall) works
+    /// with, borrowed from a handle: `&Policy` for `Policy::call` and its
+    /// relatives, `Arc<Policy>` for the tower service.
+    #[allow(missing_debug_implementations)]
+    pub struct Parts<'a, C, B> {
+        pub(crate) bulkhead: &'a Bulkhead<C>,
+        pub(crate) breaker: &'a B,
+        pub(crate) clock: &'a C,
+        pub(crate) max_wait: Duration,
+        pub(crate) call_timeout: Duration,
+    }
+
+    /// A way to reach a policy: a reference, or an `Arc`.
+    pub trait Handle {
+        #[doc(hidden)]
+        type Clock: Timer;
+        #[doc(hidden)]
+        type Breaker: Guard;
+        #[doc(hidden)]
+        fn parts(&self) -> Parts<'_, Self::Clock, Self::Breaker>;
+    }
+
+    /// How the call is started once the policy lets it through: a closure
+    /// that makes the future, or a tower service to ready and call.
+    pub trait Dispatch {
+        #[doc(hidden)]
+        type Future: Future;
+        /// `Ready(Ok(future))` once the call is made; `Ready(Err(output))`
+        /// when starting it already failed (a service's readiness error).
+        #[doc(hidden)]
+        fn poll_dispatch(
+            &mut self,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<Self::Future, <Self::Future as Future>::Output>>;
+    }
+
+    /// What the breaker should make of a result.
+    pub trait Judge<O> {
+        #[doc(hidden)]
+        fn judge(self, output: &O) -> Outcome;
+    }
+}
+pub(crate) use sealed::{Dispatch, Handle, Judge, Parts};
+
+impl<C: Timer, const N: usize> Handle for &Policy<C, N> {
+    type Clock = C;
+    type Breaker = CircuitBreaker<C, N>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+        Policy::parts(self)
+    }
+}
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+impl<C: Timer, const N: usize> Handle for alloc::sync::Arc<Policy<C, N>> {
+    type Clock = C;
+    type Breaker = CircuitBreaker<C, N>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+        Policy::parts(self)
+    }
+}
+
+impl<C, const N: usize> Policy<C, N> {
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+        Parts {
+            bulkhead: &self.bulkhead,
+            breaker: &self.breaker,
+            clock: &self.clock,
+            max_wait: self.max_wait,
+            call_timeout: self.call_timeout,
+        }
+    }
+}
+
+/// The call of [`Policy::call`] and its relatives: a closure that makes the
+/// call's future, run once the policy lets it through (a refused call is
+/// never made).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+///
+/// let clock = ManualClock::new();
+/// let p: Policy<_> = Policy::new("mail", PolicyConfig::builder(1).build().unwrap(), &clock).unwrap();
+/// p.breaker().force_open();
+/// let mut made = false;
+/// let r = futures_lite::future::block_on(p.call(|| {
+///     made = true;
+///     async { Ok::<_, ()>(()) }
+/// }));
+/// assert!(matches!(r.unwrap_err().kind(), ErrorKind::CircuitOpen(_)));
+/// assert!(!made);
+/// ```
+#[derive(Debug)]
+pub struct Make<F>(Option<F>);
+
+impl<F: FnOnce() -> Fut, Fut: Future> Dispatch for Make<F> {
+    type Future = Fut;
+    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
+        let make = self.0.take().expect("a call is made once");
+        Poll::Ready(Ok(make()))
+    }
+}
+
+impl<T, E, K: FnOnce(&Result<T, E>) -> Outcome> Judge<Result<T, E>> for K {
+    fn judge(self, output: &Result<T, E>) -> Outcome {
+        self(output)
+    }
+}
+
+/// A bulkhead wait: the acquire futures' core, kept in the call future.
+#[cfg(feature = "alloc")]
+type SlotWaiter = crate::bulkhead::Waiter;
+/// Without `alloc` a policy never waits for a slot (its config refuses a
+/// wait), so there is no waiter to keep.
+#[cfg(not(feature = "alloc"))]
+#[derive(Debug)]
+enum SlotWaiter {}
+
+/// Where a [`PolicyCall`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Not polled yet: nothing taken.
+    Start,
+    /// Waiting for a bulkhead slot.
+    Slot,
+    /// Slot and breaker permit held: starting, then running the call.
+    Call,
+    /// Finished.
+    Done,
+}
+
+type SleepOf<R> = <<R as Handle>::Clock as Timer>::Sleep;
+type OutputOf<D> = <<D as Dispatch>::Future as Future>::Output;
+
+pin_project_lite::pin_project! {
+    /// The future of [`Policy::call`] and its relatives (and of the tower
+    /// policy service): the three layers as one named future. `R` reaches
+    /// the policy (`&Policy` or `Arc<Policy>`), `D` starts the call, `K`
+    /// classifies its result.
+    ///
+    /// In order: a bulkhead slot (at once, or within the policy's
+    /// `max_wait`, or what is left of the budget if less); the breaker's
+    /// permit (a refusal gives the slot back at once); then the call, under
+    /// the policy's `call_timeout` (or the budget's end if sooner), armed
+    /// after its first poll: a call that is ready at once reads no clock and
+    /// arms no timer, and its timeout counts from the end of that poll.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point leaves a slot wait (counted as cancelled),
+    /// drops the call, records nothing for the breaker (a half-open probe
+    /// slot is given back) and gives the bulkhead slot back.
+    ///
+    /// # Examples
+    ///
+    /// Named, so it can sit in a struct without a box:
+    ///
+    /// ```
+    /// use core::future::Ready;
+    /// use watertight::breaker::ErrIsFailure;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::futures::PolicyCall;
+    /// use watertight::policy::{Make, Policy, PolicyConfig};
+    ///
+    /// type Lookup<'p> = PolicyCall<
+    ///     &'p Policy<&'p ManualClock>,
+    ///     Make<fn() -> Ready<Result<u32, ()>>>,
+    ///     ErrIsFailure<u32, ()>,
+    /// >;
+    ///
+    /// let clock = ManualClock::new();
+    /// let stock = Policy::new("stock", PolicyConfig::builder(2).build().unwrap(), &clock).unwrap();
+    /// let call: Lookup<'_> = stock.call(|| core::future::ready(Ok(7)));
+    /// assert_eq!(stock.bulkhead().in_flight(), 0); // nothing taken before the first poll
+    /// assert_eq!(futures_lite::future::block_on(call), Ok(7));
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct PolicyCall<R: Handle, D: Dispatch, K> {
+        policy: R,
+        budget: Option<Instant>,
+        dispatch: D,
+        classify: Option<K>,
+        stage: Stage,
+        // The bulkhead: a wait for a slot, and whether the slot is held.
+        waiter: Option<SlotWaiter>,
+        slot_deadline: Instant,
+        #[pin]
+        slot_sleep: Option<SleepOf<R>>,
+        held: bool,
+        // The breaker's permit.
+        raw: Option<Raw>,
+        // The call once made; its timeout once armed, and whether that
+        // timeout is the caller's budget rather than `call_timeout`.
+        #[pin]
+        fut: Option<D::Future>,
+        #[pin]
+        sleep: Option<SleepOf<R>>,
+        by_budget: bool,
+    }
+
+    impl<R: Handle, D: Dispatch, K> PinnedDrop for PolicyCall<R, D, K> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            let parts = this.policy.parts();
+            #[cfg(feature = "alloc")]
+            if let Some(waiter) = this.waiter.as_mut() {
+                waiter.cancel(parts.bulkhead);
+            }
+            if let Some(raw) = this.raw.take() {
+                parts.breaker.abandon(raw);
+            }
+            if core::mem::take(this.held) {
+                parts.bulkhead.release(1);
+            }
+        }
+    }
+}
+
+impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
+    pub(crate) fn new(policy: R, budget: Option<Instant>, dispatch: D, classify: K) -> Self {
+        PolicyCall {
+            policy,
+            budget,
+            dispatch,
+            classify: Some(classify),
+            stage: Stage::Start,
+            waiter: None,
+            slot_deadline: Instant::ZERO,
+            slot_sleep: None,
+            held: false,
+            raw: None,
+            fut: None,
+            sleep: None,
+            by_budget: false,
+        }
+    }
+}
+
+impl<R, D, K, T, E> Future for PolicyCall<R, D, K>
+where
+    R: Handle,
+    D: Dispatch,
+    D::Future: Future<Output = Result<T, E>>,
+    K: Judge<Result<T, E>>,
+{
+    type Output = Result<T, Error<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let Parts {
+            bulkhead,
+            breaker,
+            clock,
+            max_wait,
+            call_timeout,
+        } = this.policy.parts();
+        let name = bulkhead.name();
+        let budget = *this.budget;
+        let fail = |kind| Poll::Ready(Err(Error::new(name, kind)));
+
+        if *this.stage == Stage::Start {
+            // 1. Bulkhead, outside: a free slot at once (no clock read); else
+            // a wait of `max_wait`, or what is left of the budget if less.
+            let slot = match bulkhead.try_acquire_uncounted() {
+                Err(AcquireError::Full) => {
+                    let wait = match budget {
+                        Some(end) if !max_wait.is_zero() => {
+                            max_wait.min(end.saturating_duration_since(clock.now()))
+                        }
+                        _ => max_wait,
+                    };
+                    if wait.is_zero() {
+                        // Counted as the bulkhead's own refusal.
+                        Some(bulkhead.try_acquire())
+                    } else {
+                        start_wait(bulkhead, wait, this.waiter, this.slot_deadline)
+                    }
+                }
+                // Closed: refused again through the counted path, so the
+                // bulkhead counts the refusal (and reports it, with
+                // `tracing`) itself.
+                Err(AcquireError::Closed) => Some(bulkhead.try_acquire()),
+                other => Some(other),
+            };
+            *this.stage = Stage::Slot;
+            match slot {
+                None => {}
+                Some(Ok(permit)) => {
+                    core::mem::forget(permit);
+                    *this.held = true;
+                }
+                Some(Err(e)) => {
+                    *this.stage = Stage::Done;
+                    return fail(slot_refusal(e));
+                }
+            }
+        }
+        if *this.stage == Stage::Slot && !*this.held {
+            match poll_wait(
+                bulkhead,
+                this.waiter,
+                *this.slot_deadline,
+                this.slot_sleep.as_mut(),
+                cx,
+            ) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) => *this.held = true,
+                Poll::Ready(Err(e)) => {
+                    *this.stage = Stage::Done;
+                    return fail(slot_refusal(e));
+                }
+            }
+        }
+        if *this.stage == Stage::Slot {
+            // 2. Breaker, inside: a refusal gives the slot back at once.
+            match breaker.acquire_raw() {
+                Ok(raw) => *this.raw = Some(raw),
+                Err(why) => {
+                    *this.held = false;
+                    bulkhead.release(1);
+                    *this.stage = Stage::Done;
+                    return fail(ErrorKind::CircuitOpen(why));
+                }
+            }
+            *this.stage = Stage::Call;
+            // 3. Deadline, innermost. A budget already spent does not start
+            // the call: the system did nothing wrong, so nothing is recorded.
+            if let Some(end) = budget {
+                if clock.now() >= end {
+                    if let Some(raw) = this.raw.take() {
+                        breaker.finish(raw, Outcome::Ignored);
+                    }
+                    *this.held = false;
+                    bulkhead.release(1);
+                    *this.stage = Stage::Done;
+                    #[cfg(feature = "tracing")]
+                    tracing::debug!(
+                        system = name,
+                        reason = "deadline_exceeded",
+                        by_budget = true,
+                        "policy refused a call"
+                    );
+                    return fail(ErrorKind::DeadlineExceeded);
+                }
+            }
+        }
+        assert!(
+            *this.stage == Stage::Call,
+            "`PolicyCall` polled after completion"
+        );
+
+        // The call, polled once before a timer is armed.
+        let result = match poll_call(this.dispatch, this.fut.as_mut(), cx) {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                if this.sleep.is_none() {
+                    let now = clock.now();
+                    let limit = match budget {
+                        Some(end) if end.saturating_duration_since(now) < call_timeout => {
+                            *this.by_budget = true;
+                            end.saturating_duration_since(now)
+                        }
+                        _ => call_timeout,
+                    };
+                    this.sleep
+                        .set(Some(clock.sleep_until(now.saturating_add(limit))));
+                }
+                let timer = this.sleep.as_mut().as_pin_mut().expect("armed just above");
+                if timer.poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Out of time: the call is dropped now. Out of
+                // `call_timeout`, a failure of the system; cut short by the
+                // caller's budget, nothing is recorded.
+                this.fut.set(None);
+                this.sleep.set(None);
+                let outcome = if *this.by_budget {
+                    Outcome::Ignored
+                } else {
+                    Outcome::Failure
+                };
+                if let Some(raw) = this.raw.take() {
+                    breaker.finish(raw, outcome);
+                }
+                *this.held = false;
+                bulkhead.release(1);
+                *this.stage = Stage::Done;
+                #[cfg(feature = "tracing")]
+                tracing::debug!(
+                    system = name,
+                    reason = "deadline_exceeded",
+                    by_budget = *this.by_budget,
+                    "policy call ran out of time"
+                );
+                return fail(ErrorKind::DeadlineExceeded);
+            }
+        };
+        this.fut.set(None);
+        this.sleep.set(None);
+        let classify = this.classify.take().expect("classifier taken once");
+        if let Some(raw) = this.raw.take() {
+            breaker.finish(raw, classify.judge(&result));
+        }
+        *this.held = false;
+        bulkhead.release(1);
+        *this.stage = Stage::Done;
+        Poll::Ready(result.map_err(|e| Error::new(name, ErrorKind::Call(e))))
+    }
+}
+
+/// Starts a slot wait of `wait`; `None` means "wait".
+#[cfg(feature = "alloc")]
+fn start_wait<'b, C: Timer>(
+    bulkhead: &'b Bulkhead<C>,
+    wait: Duration,
+    waiter: &mut Option<SlotWaiter>,
+    deadline: &mut Instant,
+) -> Option<Result<crate::Permit<'b, C>, AcquireError>> {
+    *waiter = Some(SlotWaiter::new(1));
+    *deadline = bulkhead.clock().now().saturating_add(wait);
+    None
+}
+
+/// Without `alloc`, `PolicyConfig::build` refuses a slot wait: a refusal.
+#[cfg(not(feature = "alloc"))]
+fn start_wait<'b, C: Timer>(
+    bulkhead: &'b Bulkhead<C>,
+    _wait: Duration,
+    _waiter: &mut Option<SlotWaiter>,
+    _deadline: &mut Instant,
+) -> Option<Result<crate::Permit<'b, C>, AcquireError>> {
+    Some(bulkhead.try_acquire())
+}
+
+/// Polls a slot wait; `Ready(Ok(()))` means the slot is held.
+#[cfg(feature = "alloc")]
+fn poll_wait<C: Timer>(
+    bulkhead: &Bulkhead<C>,
+    waiter: &mut Option<SlotWaiter>,
+    deadline: Instant,
+    sleep: Pin<&mut Option<C::Sleep>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), AcquireError>> {
+    let w = waiter.as_mut().expect("a slot wait has a waiter");
+    let r = core::task::ready!(crate::bulkhead::poll_until(
+        bulkhead, w, deadline, sleep, cx
+    ));
+    *waiter = None;
+    Poll::Ready(r)
+}
+
+/// Without `alloc` there is no slot wait to poll.
+#[cfg(not(feature = "alloc"))]
+fn poll_wait<C: Timer>(
+    _: &Bulkhead<C>,
+    waiter: &mut Option<SlotWaiter>,
+    _: Instant,
+    _: Pin<&mut Option<C::Sleep>>,
+    _: &mut Context<'_>,
+) -> Poll<Result<(), AcquireError>> {
+    match *waiter.as_mut().expect("a slot wait has a waiter") {}
+}
+
+/// The policy's error for a slot that was not had.
+fn slot_refusal<E>(e: AcquireError) -> ErrorKind<E> {
+    match e {
+        AcquireError::Closed => ErrorKind::BulkheadClosed,
+        _ => ErrorKind::BulkheadFull,
+    }
+}
+
+/// Starts the call if it is not started yet, and polls it.
+fn poll_call<D: Dispatch>(
+    dispatch: &mut D,
+    mut fut: Pin<&mut Option<D::Future>>,
+    cx: &mut Context<'_>,
+) -> Poll<OutputOf<D>> {
+    if fut.is_none() {
+        match core::task::ready!(dispatch.poll_dispatch(cx)) {
+            Ok(started) => fut.set(Some(started)),
+            Err(output) => return Poll::Ready(output),
+        }
+    }
+    fut.as_pin_mut().expect("started just above").poll(cx)
+}
+
+impl<R: Handle, D: Dispatch, K> fmt::Debug for PolicyCall<R, D, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyCall")
+            .field("stage", &self.stage)
+            .field("slot_held", &self.held)
+            .field("running", &self.fut.is_some())
             .finish_non_exhaustive()
     }
 }

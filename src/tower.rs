@@ -58,7 +58,7 @@ use crate::breaker::{CircuitBreaker, Guard, Outcome, Raw, Rejection};
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
 use crate::futures::AcquireOwnedTimeout;
-use crate::policy::{self, Policy};
+use crate::policy::{self, Policy, PolicyCall};
 
 // ---------------------------------------------------------------------------
 // Bulkhead
@@ -1481,7 +1481,7 @@ where
 {
     type Response = S::Response;
     type Error = policy::Error<S::Error>;
-    type Future = PolicyFuture<Policy<C, N>, S, Req, K>;
+    type Future = PolicyFuture<C, N, S, Req, K>;
 
     /// Always ready: the inner service's readiness is awaited inside the
     /// call, once the policy has let it through, so that waiting on it
@@ -1495,317 +1495,102 @@ where
         // The readied clone goes with the future, as tower's guide advises
         // for a service that calls its inner one later.
         let inner = self.inner.clone();
-        PolicyFuture {
-            policy: Arc::clone(&self.policy),
-            service: Some(core::mem::replace(&mut self.inner, inner)),
-            req: Some(req),
-            classify: Some(self.classify.clone()),
-            stage: Stage::Start,
-            waiter: None,
-            slot_deadline: crate::clock::Instant::ZERO,
-            slot_sleep: None,
-            held: false,
-            raw: None,
-            fut: None,
-            sleep: None,
-        }
+        let service = core::mem::replace(&mut self.inner, inner);
+        PolicyCall::new(
+            Arc::clone(&self.policy),
+            None,
+            dispatch::ServiceCall {
+                service: Some(service),
+                req: Some(req),
+            },
+            dispatch::ByClassify(self.classify.clone()),
+        )
     }
 }
 
-/// What [`PolicyFuture`] needs from a policy; implemented by [`Policy`]
-/// only.
-mod parts {
-    use core::time::Duration;
+/// The response future of [`PolicyService`]: [`Policy::call_with`]'s own
+/// future ([`PolicyCall`]) on the `Arc` of the policy, with the inner
+/// service readied and called once the policy lets the call through. A
+/// named type: no allocation per call (unless it waits for a slot: the
+/// wait's listener).
+///
+/// # Cancel safety
+///
+/// As [`PolicyCall`]: dropping it leaves a slot wait, records nothing for
+/// the breaker and gives the slot back.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, Service};
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::tower::{PolicyFuture, PolicyLayer};
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let config = PolicyConfig::builder(1).build().unwrap();
+/// let ledger = Arc::new(Policy::<_, 64>::new("ledger", config, clock).unwrap());
+/// let mut svc = PolicyLayer::new(ledger.clone())
+///     .layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n * 10) }));
+///
+/// // A named type: it can sit in a struct without a box.
+/// let call: PolicyFuture<_, 64, _, u32> = svc.call(4);
+/// assert_eq!(ledger.bulkhead().in_flight(), 0); // nothing taken before the first poll
+/// assert_eq!(futures_lite::future::block_on(call), Ok(40));
+/// assert_eq!(ledger.breaker().metrics().calls, 1);
+/// ```
+pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure> =
+    PolicyCall<Arc<Policy<C, N>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
 
-    use crate::breaker::Guard;
-    use crate::bulkhead::Bulkhead;
-    use crate::clock::Timer;
+/// How [`PolicyService`] starts a call and judges its result.
+mod dispatch {
+    use core::task::{Context, Poll};
 
-    pub trait Parts {
-        #[doc(hidden)]
-        type Clock: Timer;
-        #[doc(hidden)]
-        type Breaker: Guard;
-        #[doc(hidden)]
-        fn parts(&self) -> (&Bulkhead<Self::Clock>, &Self::Breaker, &Self::Clock);
-        #[doc(hidden)]
-        fn max_wait(&self) -> Duration;
-        #[doc(hidden)]
-        fn call_timeout(&self) -> Duration;
-    }
-}
-use parts::Parts;
+    use tower_service::Service;
 
-impl<C: Timer, const N: usize> Parts for Policy<C, N> {
-    type Clock = C;
-    type Breaker = CircuitBreaker<C, N>;
-    fn parts(&self) -> (&Bulkhead<C>, &CircuitBreaker<C, N>, &C) {
-        (&self.bulkhead, &self.breaker, &self.clock)
-    }
-    fn max_wait(&self) -> Duration {
-        self.max_wait
-    }
-    fn call_timeout(&self) -> Duration {
-        self.call_timeout
-    }
-}
+    use super::Classify;
+    use crate::breaker::Outcome;
+    use crate::policy::{Dispatch, Judge};
 
-/// Where a [`PolicyFuture`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    /// Not polled yet: nothing taken.
-    Start,
-    /// Waiting for a bulkhead slot.
-    Slot,
-    /// Slot and breaker permit held: readying, calling, running.
-    Call,
-    /// Finished.
-    Done,
-}
-
-type SleepOf<P> = <<P as Parts>::Clock as Timer>::Sleep;
-
-pin_project! {
-    /// The response future of [`PolicyService`]: the steps of
-    /// [`Policy::call_with`] as a named future, on the `Arc` of the policy.
-    /// No allocation, unless it has to wait for a slot (the wait's
-    /// listener).
-    ///
-    /// In order: a bulkhead slot (at once, or within the policy's
-    /// `max_wait`); the breaker's permit (a refusal gives the slot back at
-    /// once); then the inner service is readied and called, and its call
-    /// runs under the policy's `call_timeout`, armed after the first poll (a
-    /// call that is ready at once reads no clock and arms no timer).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping it leaves a slot wait (counted as cancelled), records
-    /// nothing for the breaker (a half-open probe slot is given back), and
-    /// gives the bulkhead slot back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use tower::{Layer, Service};
-    /// use watertight::clock::ManualClock;
-    /// use watertight::policy::{Policy, PolicyConfig};
-    /// use watertight::tower::{PolicyFuture, PolicyLayer};
-    ///
-    /// let clock = Arc::new(ManualClock::new());
-    /// let config = PolicyConfig::builder(1).build().unwrap();
-    /// let ledger = Arc::new(Policy::<_, 64>::new("ledger", config, clock).unwrap());
-    /// let mut svc = PolicyLayer::new(ledger.clone())
-    ///     .layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n * 10) }));
-    ///
-    /// // A named type: it can sit in a struct without a box.
-    /// let call: PolicyFuture<_, _, u32, _> = svc.call(4);
-    /// assert_eq!(ledger.bulkhead().in_flight(), 0); // nothing taken before the first poll
-    /// assert_eq!(futures_lite::future::block_on(call), Ok(40));
-    /// assert_eq!(ledger.breaker().metrics().calls, 1);
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct PolicyFuture<P: Parts, S: Service<Req>, Req, K> {
-        policy: Arc<P>,
-        service: Option<S>,
-        req: Option<Req>,
-        classify: Option<K>,
-        stage: Stage,
-        // The bulkhead: a wait for a slot, and whether the slot is held.
-        waiter: Option<crate::bulkhead::Waiter>,
-        slot_deadline: crate::clock::Instant,
-        #[pin]
-        slot_sleep: Option<SleepOf<P>>,
-        held: bool,
-        // The breaker's permit.
-        raw: Option<Raw>,
-        // The inner call, and its timeout once armed.
-        #[pin]
-        fut: Option<S::Future>,
-        #[pin]
-        sleep: Option<SleepOf<P>>,
+    /// The inner service and the request: readied and called once the
+    /// policy lets the call through.
+    #[derive(Debug)]
+    pub struct ServiceCall<S, Req> {
+        pub(super) service: Option<S>,
+        pub(super) req: Option<Req>,
     }
 
-    impl<P: Parts, S: Service<Req>, Req, K> PinnedDrop for PolicyFuture<P, S, Req, K> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            let (bulkhead, breaker, _) = this.policy.parts();
-            if let Some(waiter) = this.waiter.as_mut() {
-                waiter.cancel(bulkhead);
-            }
-            if let Some(raw) = this.raw.take() {
-                breaker.abandon(raw);
-            }
-            if core::mem::take(this.held) {
-                bulkhead.release(1);
-            }
-        }
-    }
-}
-
-impl<P, S, Req, K> Future for PolicyFuture<P, S, Req, K>
-where
-    P: Parts,
-    S: Service<Req>,
-    K: Classify<S::Response, S::Error>,
-{
-    type Output = Result<S::Response, policy::Error<S::Error>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let policy: &P = this.policy;
-        let (bulkhead, breaker, clock) = policy.parts();
-        let name = bulkhead.name();
-        let fail = |kind| Poll::Ready(Err(policy::Error::new(name, kind)));
-
-        if *this.stage == Stage::Start {
-            // 1. Bulkhead, outside: a free slot at once (no clock read);
-            // else a wait of `max_wait`.
-            let slot = match bulkhead.try_acquire_uncounted() {
-                Err(AcquireError::Full) if !policy.max_wait().is_zero() => {
-                    *this.waiter = Some(crate::bulkhead::Waiter::new(1));
-                    *this.slot_deadline = clock.now().saturating_add(policy.max_wait());
-                    *this.stage = Stage::Slot;
-                    None
-                }
-                // Refused again through the counted path, so the bulkhead
-                // counts (and reports) the refusal itself.
-                Err(_) => Some(bulkhead.try_acquire()),
-                Ok(permit) => Some(Ok(permit)),
-            };
-            match slot {
-                None => {}
-                Some(Ok(permit)) => {
-                    core::mem::forget(permit);
-                    *this.held = true;
-                }
-                Some(Err(e)) => {
-                    *this.stage = Stage::Done;
-                    return fail(slot_refusal(e));
-                }
-            }
-        }
-        if *this.stage == Stage::Slot {
-            let waiter = this.waiter.as_mut().expect("a slot wait has a waiter");
-            match crate::bulkhead::poll_until(
-                bulkhead,
-                waiter,
-                *this.slot_deadline,
-                this.slot_sleep.as_mut(),
-                cx,
-            ) {
-                Poll::Pending => return Poll::Pending,
+    impl<S: Service<Req>, Req> Dispatch for ServiceCall<S, Req> {
+        type Future = S::Future;
+        fn poll_dispatch(
+            &mut self,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
+            let svc = self
+                .service
+                .as_mut()
+                .expect("the service is kept until called");
+            match svc.poll_ready(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
                 Poll::Ready(Ok(())) => {
-                    *this.waiter = None;
-                    *this.held = true;
-                }
-                Poll::Ready(Err(e)) => {
-                    *this.waiter = None;
-                    *this.stage = Stage::Done;
-                    return fail(slot_refusal(e));
+                    let req = self.req.take().expect("the request is sent once");
+                    let fut = svc.call(req);
+                    self.service = None;
+                    Poll::Ready(Ok(fut))
                 }
             }
         }
-        if *this.stage != Stage::Call {
-            assert!(
-                *this.stage != Stage::Done,
-                "`PolicyFuture` polled after completion"
-            );
-            // 2. Breaker, inside: a refusal gives the slot back at once.
-            match breaker.acquire_raw() {
-                Ok(raw) => *this.raw = Some(raw),
-                Err(why) => {
-                    *this.held = false;
-                    bulkhead.release(1);
-                    *this.stage = Stage::Done;
-                    return fail(policy::ErrorKind::CircuitOpen(why));
-                }
-            }
-            *this.stage = Stage::Call;
-        }
-
-        // 3. The call: readied, called, and run; polled once before its
-        // timeout is armed.
-        let result = match poll_dispatch(this.service, this.req, this.fut.as_mut(), cx) {
-            Poll::Ready(result) => result,
-            Poll::Pending => {
-                if this.sleep.is_none() {
-                    let deadline = clock.now().saturating_add(policy.call_timeout());
-                    this.sleep.set(Some(clock.sleep_until(deadline)));
-                }
-                let timer = this.sleep.as_mut().as_pin_mut().expect("armed just above");
-                if timer.poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                // Out of `call_timeout`: the call is dropped now, and it is a
-                // failure of the system.
-                this.fut.set(None);
-                this.sleep.set(None);
-                *this.service = None;
-                if let Some(raw) = this.raw.take() {
-                    breaker.finish(raw, Outcome::Failure);
-                }
-                *this.held = false;
-                bulkhead.release(1);
-                *this.stage = Stage::Done;
-                #[cfg(feature = "tracing")]
-                tracing::debug!(
-                    system = name,
-                    reason = "deadline_exceeded",
-                    by_budget = false,
-                    "policy call ran out of time"
-                );
-                return fail(policy::ErrorKind::DeadlineExceeded);
-            }
-        };
-        this.fut.set(None);
-        this.sleep.set(None);
-        let classify = this.classify.take().expect("classifier taken once");
-        if let Some(raw) = this.raw.take() {
-            breaker.finish(raw, classify.classify(&result));
-        }
-        *this.held = false;
-        bulkhead.release(1);
-        *this.stage = Stage::Done;
-        Poll::Ready(result.map_err(|e| policy::Error::new(name, policy::ErrorKind::Call(e))))
     }
-}
 
-/// The policy's error for a slot that was not had.
-fn slot_refusal<E>(e: AcquireError) -> policy::ErrorKind<E> {
-    match e {
-        AcquireError::Closed => policy::ErrorKind::BulkheadClosed,
-        _ => policy::ErrorKind::BulkheadFull,
-    }
-}
+    /// A tower [`Classify`] as the policy's classifier.
+    #[derive(Debug, Clone)]
+    pub struct ByClassify<K>(pub(super) K);
 
-/// Readies the inner service, calls it, and polls its future.
-fn poll_dispatch<S: Service<Req>, Req>(
-    service: &mut Option<S>,
-    req: &mut Option<Req>,
-    mut fut: Pin<&mut Option<S::Future>>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<S::Response, S::Error>> {
-    if fut.is_none() {
-        let svc = service.as_mut().expect("the service is kept until called");
-        match svc.poll_ready(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Ready(Ok(())) => {}
+    impl<T, E, K: Classify<T, E>> Judge<Result<T, E>> for ByClassify<K> {
+        fn judge(self, output: &Result<T, E>) -> Outcome {
+            self.0.classify(output)
         }
-        let req = req.take().expect("the request is sent once");
-        fut.set(Some(svc.call(req)));
-        *service = None;
-    }
-    fut.as_pin_mut().expect("called just above").poll(cx)
-}
-
-impl<P: Parts, S: Service<Req>, Req, K> fmt::Debug for PolicyFuture<P, S, Req, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PolicyFuture")
-            .field("stage", &self.stage)
-            .field("slot_held", &self.held)
-            .field("running", &self.fut.is_some())
-            .finish_non_exhaustive()
     }
 }

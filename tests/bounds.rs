@@ -134,7 +134,6 @@ mod tower_futures {
     use super::*;
     use std::future::Ready;
     use watertight::clock::TokioClock;
-    use watertight::policy::Policy;
     use watertight::tower::{BreakerFuture, ErrorIsFailure, PolicyFuture};
     use watertight::CircuitBreaker;
 
@@ -157,9 +156,8 @@ mod tower_futures {
         }
     }
 
-    const _: () = send_static::<PolicyFuture<Policy<TokioClock>, Echo, u32, ErrorIsFailure>>();
-    const _: () =
-        send_static::<PolicyFuture<Policy<Arc<ManualClock>, 8>, Echo, u32, ErrorIsFailure>>();
+    const _: () = send_static::<PolicyFuture<TokioClock, 64, Echo, u32, ErrorIsFailure>>();
+    const _: () = send_static::<PolicyFuture<Arc<ManualClock>, 8, Echo, u32>>();
     const _: () = send_static::<
         BreakerFuture<
             CircuitBreaker<TokioClock, 64>,

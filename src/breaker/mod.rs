@@ -21,7 +21,6 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
 pub use error::{CallError, Rejection};
-#[cfg(feature = "tower")]
 pub(crate) use sealed::Guard;
 pub(crate) use sealed::Raw;
 use window::{Counts, Kind, Recorded, Window, MAX_WINDOW};

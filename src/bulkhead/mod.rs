@@ -10,8 +10,8 @@ mod wait;
 mod word;
 
 pub use error::{AcquireError, ConfigError};
-// For the tower policy service's named future.
-#[cfg(feature = "tower")]
+// For the policy's call future, which waits for a slot itself.
+#[cfg(feature = "alloc")]
 pub(crate) use wait::{poll_until, Waiter};
 #[cfg(feature = "alloc")]
 pub use wait::{Acquire, AcquireTimeout, AcquireUntil};
