@@ -619,7 +619,7 @@ impl<E> Error<E> {
         }
     }
 
-    pub(crate) fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
+    fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
         Error { system, kind }
     }
 }
@@ -694,13 +694,11 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// # });
 /// ```
 pub struct Policy<C, const N: usize = 64> {
-    // Crate-visible for the tower service's named future, which runs the
-    // same steps as `run` on an `Arc<Policy>`.
-    pub(crate) bulkhead: Bulkhead<C>,
-    pub(crate) breaker: CircuitBreaker<C, N>,
-    pub(crate) clock: C,
-    pub(crate) max_wait: Duration,
-    pub(crate) call_timeout: Duration,
+    bulkhead: Bulkhead<C>,
+    breaker: CircuitBreaker<C, N>,
+    clock: C,
+    max_wait: Duration,
+    call_timeout: Duration,
 }
 
 impl<C: Clone, const N: usize> Policy<C, N> {

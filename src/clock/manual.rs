@@ -1,7 +1,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use super::{Clock, Instant};
+use super::{nanos, Clock, Instant};
 use crate::sync::{const_fn, AtomicU64, Ordering};
 
 /// A clock that moves only when told to: the deterministic clock for tests,
@@ -56,7 +56,7 @@ impl ManualClock {
     /// The new time is published with `Release`; a task woken by this call sees
     /// it, and everything this thread wrote before advancing.
     pub fn advance(&self, d: Duration) {
-        let step = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let step = nanos::saturating_from(d);
         let mut cur = self.nanos.load(Ordering::Relaxed);
         loop {
             let next = cur.saturating_add(step);

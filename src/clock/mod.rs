@@ -177,7 +177,7 @@ impl Instant {
     /// assert_eq!(Instant::from_nanos(3).saturating_sub(window), Instant::ZERO);
     /// ```
     pub fn saturating_sub(self, d: Duration) -> Instant {
-        let nanos = nanos::checked_from(d).unwrap_or(u64::MAX);
+        let nanos = nanos::saturating_from(d);
         Instant(self.0.saturating_sub(nanos))
     }
 

@@ -81,6 +81,15 @@ pub(crate) const fn checked_from(d: Duration) -> Option<u64> {
     }
 }
 
+/// `d` in whole nanoseconds, stopping at `u64::MAX`.
+#[inline(always)]
+pub(crate) const fn saturating_from(d: Duration) -> u64 {
+    match checked_from(d) {
+        Some(n) => n,
+        None => u64::MAX,
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -154,6 +163,11 @@ mod tests {
             Duration::MAX,
         ] {
             assert_eq!(checked_from(d), u64::try_from(d.as_nanos()).ok(), "{d:?}");
+            assert_eq!(
+                saturating_from(d),
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                "{d:?}"
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 use std::sync::OnceLock;
 
-use super::{Clock, Instant};
+use super::{nanos, Clock, Instant};
 
 static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
 
@@ -12,11 +12,7 @@ pub(crate) fn std_nanos(t: std::time::Instant) -> Instant {
     let d = t.saturating_duration_since(origin);
     // Seconds and nanoseconds in u64, saturating: cheaper than `as_nanos`'s
     // u128 on the breaker's slow-call path, which reads the clock twice.
-    Instant::from_nanos(
-        d.as_secs()
-            .saturating_mul(1_000_000_000)
-            .saturating_add(u64::from(d.subsec_nanos())),
-    )
+    Instant::from_nanos(nanos::saturating_from(d))
 }
 
 /// The `std::time::Instant` at `t` on the shared origin.

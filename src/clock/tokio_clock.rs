@@ -1,6 +1,6 @@
 use std::sync::OnceLock;
 
-use super::{Clock, Instant, Timer};
+use super::{nanos, Clock, Instant, Timer};
 
 static ORIGIN: OnceLock<tokio::time::Instant> = OnceLock::new();
 
@@ -58,7 +58,7 @@ impl Clock for TokioClock {
     #[inline]
     fn now(&self) -> Instant {
         let d = tokio::time::Instant::now().saturating_duration_since(origin());
-        Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        Instant::from_nanos(nanos::saturating_from(d))
     }
 }
 
