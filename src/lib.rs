@@ -208,7 +208,6 @@ pub use policy::{Policy, PolicyConfig};
 /// in structs or naming them in trait impls.
 pub mod futures {
     pub use crate::breaker::Call;
-    #[cfg(feature = "alloc")]
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};

@@ -327,9 +327,6 @@ impl PolicyConfigBuilder {
                 max_wait: self.max_wait,
             });
         }
-        if cfg!(not(feature = "alloc")) && !self.max_wait.is_zero() {
-            return Err(PolicyConfigError::MaxWaitNeedsAlloc);
-        }
         if self.call_timeout.is_zero() {
             return Err(PolicyConfigError::CallTimeoutZero);
         }
@@ -373,9 +370,6 @@ pub enum PolicyConfigError {
         /// The wait asked for.
         max_wait: Duration,
     },
-    /// `max_wait` is above zero but the `alloc` feature, which waiting for a
-    /// slot needs, is off.
-    MaxWaitNeedsAlloc,
     /// `call_timeout` is zero.
     CallTimeoutZero,
     /// The breaker's config does not fit the policy's window capacity `N`.
@@ -401,9 +395,7 @@ impl PolicyConfigError {
         match self {
             PolicyConfigError::MaxConcurrentZero
             | PolicyConfigError::MaxConcurrentTooLarge { .. } => "max_concurrent",
-            PolicyConfigError::MaxWaitTooLong { .. } | PolicyConfigError::MaxWaitNeedsAlloc => {
-                "max_wait"
-            }
+            PolicyConfigError::MaxWaitTooLong { .. } => "max_wait",
             PolicyConfigError::CallTimeoutZero => "call_timeout",
             PolicyConfigError::Breaker(e) => e.field(),
         }
@@ -422,9 +414,6 @@ impl fmt::Display for PolicyConfigError {
                 "max_wait of {max_wait:?} is above 1 s: a bulkhead should fail fast, not queue \
                  (call allow_long_max_wait() if a queue is meant)"
             ),
-            PolicyConfigError::MaxWaitNeedsAlloc => {
-                f.write_str("max_wait above zero needs the `alloc` feature")
-            }
             PolicyConfigError::CallTimeoutZero => f.write_str("call_timeout must not be zero"),
             PolicyConfigError::Breaker(e) => write!(f, "breaker: {e}"),
         }
@@ -1087,14 +1076,9 @@ impl<T, E, K: FnOnce(&Result<T, E>) -> Outcome> Judge<Result<T, E>> for K {
     }
 }
 
-/// A bulkhead wait: the acquire futures' core, kept in the call future.
-#[cfg(feature = "alloc")]
+/// A bulkhead wait: the acquire futures' core (with its own queue node),
+/// kept in the call future.
 type SlotWaiter = crate::bulkhead::Waiter;
-/// Without `alloc` a policy never waits for a slot (its config refuses a
-/// wait), so there is no waiter to keep.
-#[cfg(not(feature = "alloc"))]
-#[derive(Debug)]
-enum SlotWaiter {}
 
 /// Where a [`PolicyCall`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1161,8 +1145,10 @@ pin_project_lite::pin_project! {
         dispatch: D,
         classify: Option<K>,
         stage: Stage,
-        // The bulkhead: a wait for a slot, and whether the slot is held.
-        waiter: Option<SlotWaiter>,
+        // The bulkhead: a wait for a slot (idle until one is needed), and
+        // whether the slot is held.
+        #[pin]
+        waiter: SlotWaiter,
         slot_deadline: Instant,
         #[pin]
         slot_sleep: Option<SleepOf<R>>,
@@ -1182,10 +1168,7 @@ pin_project_lite::pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             let parts = this.policy.parts();
-            #[cfg(feature = "alloc")]
-            if let Some(waiter) = this.waiter.as_mut() {
-                waiter.cancel(parts.bulkhead);
-            }
+            this.waiter.cancel(parts.bulkhead);
             if let Some(raw) = this.raw.take() {
                 parts.breaker.abandon(raw);
             }
@@ -1204,7 +1187,7 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
             dispatch,
             classify: Some(classify),
             stage: Stage::Start,
-            waiter: None,
+            waiter: SlotWaiter::new(1),
             slot_deadline: Instant::ZERO,
             slot_sleep: None,
             held: false,
@@ -1253,7 +1236,7 @@ where
                         // Counted as the bulkhead's own refusal.
                         Some(bulkhead.try_acquire())
                     } else {
-                        start_wait(bulkhead, wait, this.waiter, this.slot_deadline)
+                        start_wait(bulkhead, wait, this.slot_deadline)
                     }
                 }
                 // Closed: refused again through the counted path, so the
@@ -1278,7 +1261,7 @@ where
         if *this.stage == Stage::Slot && !*this.held {
             match poll_wait(
                 bulkhead,
-                this.waiter,
+                this.waiter.as_mut(),
                 *this.slot_deadline,
                 this.slot_sleep.as_mut(),
                 cx,
@@ -1389,56 +1372,24 @@ where
 }
 
 /// Starts a slot wait of `wait`; `None` means "wait".
-#[cfg(feature = "alloc")]
 fn start_wait<'b, C: Timer>(
     bulkhead: &'b Bulkhead<C>,
     wait: Duration,
-    waiter: &mut Option<SlotWaiter>,
     deadline: &mut Instant,
 ) -> Option<Result<crate::Permit<'b, C>, AcquireError>> {
-    *waiter = Some(SlotWaiter::new(1));
     *deadline = bulkhead.clock().now().saturating_add(wait);
     None
 }
 
-/// Without `alloc`, `PolicyConfig::build` refuses a slot wait: a refusal.
-#[cfg(not(feature = "alloc"))]
-fn start_wait<'b, C: Timer>(
-    bulkhead: &'b Bulkhead<C>,
-    _wait: Duration,
-    _waiter: &mut Option<SlotWaiter>,
-    _deadline: &mut Instant,
-) -> Option<Result<crate::Permit<'b, C>, AcquireError>> {
-    Some(bulkhead.try_acquire())
-}
-
 /// Polls a slot wait; `Ready(Ok(()))` means the slot is held.
-#[cfg(feature = "alloc")]
 fn poll_wait<C: Timer>(
     bulkhead: &Bulkhead<C>,
-    waiter: &mut Option<SlotWaiter>,
+    waiter: Pin<&mut SlotWaiter>,
     deadline: Instant,
     sleep: Pin<&mut Option<C::Sleep>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<(), AcquireError>> {
-    let w = waiter.as_mut().expect("a slot wait has a waiter");
-    let r = core::task::ready!(crate::bulkhead::poll_until(
-        bulkhead, w, deadline, sleep, cx
-    ));
-    *waiter = None;
-    Poll::Ready(r)
-}
-
-/// Without `alloc` there is no slot wait to poll.
-#[cfg(not(feature = "alloc"))]
-fn poll_wait<C: Timer>(
-    _: &Bulkhead<C>,
-    waiter: &mut Option<SlotWaiter>,
-    _: Instant,
-    _: Pin<&mut Option<C::Sleep>>,
-    _: &mut Context<'_>,
-) -> Poll<Result<(), AcquireError>> {
-    match *waiter.as_mut().expect("a slot wait has a waiter") {}
+    crate::bulkhead::poll_until(bulkhead, waiter, deadline, sleep, cx)
 }
 
 /// The policy's error for a slot that was not had.

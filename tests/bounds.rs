@@ -52,11 +52,21 @@ const _: () = send_sync::<AcquireOwnedTimeout<Arc<ManualClock>>>();
 const _: () = static_::<AcquireOwned<StdClock>>();
 const _: () = static_::<AcquireOwnedUntil<Arc<ManualClock>>>();
 
-// `Acquire` can be polled without pinning it first (`Pin::new(&mut fut)`),
-// as can the deadline futures on a manual clock.
-const _: () = unpin::<Acquire<'static, StdClock>>();
-const _: () = unpin::<AcquireOwned<StdClock>>();
-const _: () = unpin::<AcquireUntil<'static, &'static ManualClock>>();
+// The waiting futures hold their own wait-queue node, linked by address, so
+// they are `!Unpin` (pin them with `pin!` or `Box::pin`, as tokio's). The
+// check: `not_unpin` is ambiguous, so does not compile, for an `Unpin` type.
+trait NotUnpin<A> {
+    fn check() {}
+}
+impl<T: ?Sized> NotUnpin<()> for T {}
+impl<T: ?Sized + Unpin> NotUnpin<u8> for T {}
+#[allow(dead_code)]
+fn waiting_futures_are_not_unpin() {
+    <Acquire<'static, StdClock> as NotUnpin<_>>::check();
+    <AcquireOwned<StdClock> as NotUnpin<_>>::check();
+    <AcquireUntil<'static, &'static ManualClock> as NotUnpin<_>>::check();
+    <AcquireOwnedUntil<Arc<ManualClock>> as NotUnpin<_>>::check();
+}
 
 // Errors and metrics cross threads and box into `dyn Error + Send + Sync`.
 const _: () = error::<AcquireError>();

@@ -4,7 +4,9 @@
 //! half-open probes, `call` polled to completion, the operator switches and
 //! the metrics. Deadlines: a `timeout` that completes, budgets. Policy: a
 //! call with nothing failing polled to completion with a slot free, and
-//! every refusal (a *wait* for a slot allocates its listener, counted too).
+//! every refusal. Waiting: a wait that queues and is handed its permit, one
+//! cancelled while queued, one that times out (on tokio), a policy's wait for
+//! a slot — none allocates (the futures hold their own queue nodes).
 //! Counted by a global allocator that tallies the allocations made on the
 //! current thread.
 #![cfg(not(loom))]
@@ -103,19 +105,82 @@ fn hot_paths_do_not_allocate() {
 }
 
 #[test]
-fn a_wait_allocates_its_listener() {
-    // The documented cost of waiting: event-listener allocates one node per
-    // wait. This test keeps that claim honest (and fails if it changes).
+fn a_wait_that_queues_and_is_handed_its_permit_allocates_nothing() {
+    // futures-lite's `block_on` makes its thread's parker on first use.
+    futures_lite::future::block_on(async {});
+    // The waiting future holds its own queue node: queueing, the hand-off on
+    // release and taking the permit allocate nothing (no event-listener).
+    let clock = ManualClock::new();
+    let b = Bulkhead::new("wait", 1, &clock);
+    let n = allocations_in(|| {
+        for _ in 0..3 {
+            let held = b.try_acquire().unwrap();
+            let mut fut = std::pin::pin!(b.acquire());
+            let first = futures_lite::future::block_on(futures_lite::future::poll_once(&mut fut));
+            assert!(first.is_none());
+            assert_eq!(b.waiting(), 1);
+            drop(held); // handed to the waiter
+            let permit = futures_lite::future::block_on(fut).unwrap();
+            assert_eq!(b.in_flight(), 1);
+            drop(permit);
+        }
+    });
+    assert_eq!(n, 0, "a wait that queues, is woken and takes its permit");
+    assert_eq!(b.metrics().queued, 3);
+}
+
+#[test]
+fn a_wait_cancelled_while_queued_allocates_nothing() {
+    // futures-lite's `block_on` makes its thread's parker on first use.
+    futures_lite::future::block_on(async {});
     let clock = ManualClock::new();
     let b = Bulkhead::new("wait", 1, &clock);
     let held = b.try_acquire().unwrap();
     let n = allocations_in(|| {
-        let mut fut = std::pin::pin!(b.acquire());
-        assert!(
-            futures_lite::future::block_on(futures_lite::future::poll_once(&mut fut)).is_none()
-        );
+        for _ in 0..3 {
+            let mut fut = Box::pin(b.acquire_many(1));
+            let first = futures_lite::future::block_on(futures_lite::future::poll_once(&mut fut));
+            assert!(first.is_none());
+            drop(fut);
+        }
     });
-    assert!(n >= 1, "a registered wait allocates its listener");
+    // The box is the test's own: one allocation per round, nothing else.
+    assert_eq!(n, 3, "a wait cancelled while queued");
+    assert_eq!((b.waiting(), b.metrics().cancelled_waits), (0, 3));
+    drop(held);
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_timed_out_wait_allocates_nothing() {
+    use watertight::clock::TokioClock;
+    use watertight::AcquireError;
+    fn count() -> usize {
+        ALLOCS.with(Cell::get)
+    }
+    // On tokio (paused time) the wait's sleep is tokio's timer entry, held in
+    // place: a wait that runs out allocates nothing.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let b = Bulkhead::new("wait", 1, TokioClock);
+    let held = b.try_acquire().unwrap();
+    let rounds: Vec<usize> = (0..2)
+        .map(|_| {
+            rt.block_on(async {
+                // tokio makes its deferred-waker list on the first yield.
+                tokio::task::yield_now().await;
+                let before = count();
+                let r = b.acquire_timeout(Duration::from_millis(10)).await;
+                assert_eq!(r.unwrap_err(), AcquireError::TimedOut);
+                count() - before
+            })
+        })
+        .collect();
+    assert_eq!(rounds[1], 0, "a timed-out wait; first round {}", rounds[0]);
+    assert_eq!(b.metrics().rejected_timed_out, 2);
     drop(held);
 }
 
@@ -551,11 +616,11 @@ fn policy_refusals_do_not_allocate() {
 }
 
 #[test]
-fn a_policy_wait_for_a_slot_allocates_its_listener() {
-    // The documented cost of waiting for a slot: one event-listener node for
-    // the bulkhead's wait, and on ManualClock one more for its sleep. The
-    // first round also makes the two wake lists; the second is the steady
-    // state.
+fn a_policy_wait_for_a_slot_allocates_only_its_manual_sleep() {
+    // Waiting for a slot allocates nothing: the call future holds its own
+    // queue node. On ManualClock the sleep allocates its event-listener node
+    // (a test clock; tokio's and embassy's timers do not). The first round
+    // also makes ManualClock's wake list; the second is the steady state.
     let clock = ManualClock::new();
     let p = policy_on("busy", 1, Duration::from_millis(100), &clock);
     let mut counts = Vec::new();
@@ -573,8 +638,8 @@ fn a_policy_wait_for_a_slot_allocates_its_listener() {
     }
     assert_eq!(
         counts[1],
-        (2, 0),
-        "the slot's listener and the sleep's; none once granted"
+        (1, 0),
+        "the ManualClock sleep's node only; none once granted"
     );
 }
 
@@ -628,7 +693,8 @@ fn a_policy_call_on_tokio_does_not_allocate() {
                 assert_eq!(r, Ok(4));
                 let completed_timeout = count() - before;
 
-                // A wait for a slot: the bulkhead's listener only.
+                // A wait for a slot: nothing (its node is in the future, and
+                // tokio's timer entry too).
                 let held = busy.bulkhead().try_acquire().unwrap();
                 let mut waiting = Box::pin(busy.call(|| async { Ok::<_, ()>(5) }));
                 let before = count();
@@ -645,7 +711,7 @@ fn a_policy_call_on_tokio_does_not_allocate() {
         .collect();
     assert_eq!(
         rounds[1],
-        (0, 0, 0, 0, 1),
+        (0, 0, 0, 0, 0),
         "(call, call_within, pending once, timeout, a wait); first round {:?}",
         rounds[0]
     );

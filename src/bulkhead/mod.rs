@@ -2,18 +2,16 @@
 
 use core::fmt;
 
-use crate::sync::{const_fn, AtomicUsize, Ordering};
+use crate::sync::{const_fn, AtomicUsize, Mutex, Ordering};
 
 mod error;
-#[cfg(feature = "alloc")]
+mod queue;
 mod wait;
 mod word;
 
 pub use error::{AcquireError, ConfigError};
 // For the policy's call future, which waits for a slot itself.
-#[cfg(feature = "alloc")]
 pub(crate) use wait::{poll_until, Waiter};
-#[cfg(feature = "alloc")]
 pub use wait::{Acquire, AcquireTimeout, AcquireUntil};
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use wait::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
@@ -32,9 +30,12 @@ use word::{AtomicWord, Word};
 ///
 /// | method | when no permit is free |
 /// |---|---|
-/// | [`try_acquire`](Self::try_acquire), [`try_acquire_many`](Self::try_acquire_many) | `Err(Full)` at once; needs no allocator |
+/// | [`try_acquire`](Self::try_acquire), [`try_acquire_many`](Self::try_acquire_many) | `Err(Full)` at once |
 /// | [`acquire_timeout`](Self::acquire_timeout), [`acquire_until`](Self::acquire_until) | waits, then `Err(TimedOut)` |
 /// | [`acquire`](Self::acquire), [`acquire_many`](Self::acquire_many) | waits until a permit is free or the bulkhead is closed |
+///
+/// None of them allocates, with or without `alloc`: a waiting future carries
+/// its own place in the bulkhead's wait queue.
 ///
 /// # Examples
 ///
@@ -60,40 +61,40 @@ use word::{AtomicWord, Word};
 ///
 /// # Fairness
 ///
-/// Waiters are woken in the order they started waiting (event-listener's
-/// queue is FIFO). **A newcomer never takes a free permit while anyone is
-/// waiting**: `try_acquire` then fails with `Full` and a new `acquire*` queues
-/// behind the others, even if a permit has just been released and the woken
-/// waiter has not run yet.
+/// Waiters are served in the order they started waiting: a release hands
+/// its permits to the head of the queue directly (a FIFO list of the waiting
+/// futures themselves, linked in place; no allocation). **A newcomer never
+/// takes a permit a queued waiter is owed**: while anyone waits,
+/// `try_acquire` fails with `Full`, and a new `acquire*` queues behind the
+/// others — even if a permit has just been released and the waiter it was
+/// handed to has not run yet.
 ///
 /// The reason: a bulkhead's waits are short and bounded. With barging, a
 /// steady stream of newcomers can keep taking the permit that was released
 /// for a waiter, and that waiter then runs out its whole max wait and is
 /// rejected although permits kept coming free — the caller who asked first
 /// is the one refused. Without barging a waiter's wait is bounded by the
-/// permits released ahead of it, which is what a max wait is sized on. The
-/// price is a little throughput under contention (a released permit stays
-/// idle until the woken task runs), which the benchmarks measure.
+/// permits released ahead of it, which is what a max wait is sized on.
+/// (tokio's `Semaphore` is fair the same way; async-lock's lets a releasing
+/// task take its permit straight back.)
 ///
 /// Requests for several permits (`acquire_many`) are the exception to
-/// strict arrival order. A waiter for several permits that is woken while
-/// too few are free hands its wake-up to the next waiter and queues again
-/// (at the back), so single-permit waiters behind it are served with the
-/// permits that are free instead of sleeping next to them. tokio's
-/// semaphore makes the other choice — everyone waits behind the big
-/// request — which for a bulkhead, where the small requests are nearly all
-/// of the traffic and each has a short max wait, would turn one large
-/// request into a burst of timeouts. The cost: a large request can wait
-/// longer under a steady stream of small ones. Wake-ups are handed on at
-/// most once per state of the bulkhead, so waiters that all want more than
-/// is free do not wake each other in a loop.
+/// strict arrival order. A waiter for several permits at the head of the
+/// queue keeps its place while fewer are free than it wants, and the
+/// waiters behind it that want no more than is free are served with them
+/// instead of sleeping next to them; a new `acquire*` that wants no more
+/// than is free, when every queued waiter wants more, takes them too.
+/// tokio's semaphore makes the other choice — everyone waits behind the
+/// big request, which collects permits as they come — which for a
+/// bulkhead, where the small requests are nearly all of the traffic and
+/// each has a short max wait, would turn one large request into a burst of
+/// timeouts. The cost: a large request can wait longer under a steady
+/// stream of small ones (it is served as soon as enough are free at once).
 ///
-/// In a rare race — a permit released in the instant between a woken
-/// waiter's look and its listening again — that waiter can take the permit
-/// whose wake-up went to the next one, who then queues again at the back.
-/// No permit is lost and no waiter is left asleep next to a permit it could
-/// use: the loom models in `tests/loom.rs` and the model-based test in
-/// `tests/bulkhead_model.rs` check both.
+/// The loom models in `tests/loom.rs` and the model-based test in
+/// `tests/bulkhead_model.rs` check that no permit is lost, none is taken
+/// from a waiter it was owed, and no waiter sleeps next to permits it could
+/// use.
 ///
 /// # Capacity changes and closing
 ///
@@ -109,7 +110,8 @@ use word::{AtomicWord, Word};
 /// # Counters
 ///
 /// [`metrics`](Self::metrics) returns accepted, rejected by cause (full, timed
-/// out, closed), cancelled waits, peak in flight, in flight and waiting.
+/// out, closed), acquires that had to queue, cancelled waits, peak in
+/// flight, in flight and waiting.
 /// What the hot path pays for them: accepted rides in the same
 /// compare-and-swap that takes the permit (its low bits live in the state
 /// word, with a carry to a cold counter every 64 acquisitions), in flight is
@@ -122,15 +124,27 @@ use word::{AtomicWord, Word};
 /// Taking a permit is an `Acquire` operation and giving one back is a
 /// `Release` operation on the state word: everything a permit holder did
 /// before dropping its permit happens-before whatever the next holder of
-/// that permit does after taking it, like a mutex handing over.
+/// that permit does after taking it, like a mutex handing over. A permit
+/// handed to a queued waiter is taken from the state word (`Acquire`) by
+/// whoever serves the queue, and published to the waiter by a `Release`
+/// store it reads with `Acquire`, so the same holds across a hand-off.
+///
+/// # Locking
+///
+/// `try_acquire`, a release with nobody queued and every acquire that finds
+/// a permit free are lock-free (one compare-and-swap or one atomic add).
+/// The wait queue has a short lock, held for a few loads and stores and
+/// never while a waker runs or is dropped: `std::sync::Mutex` with `std`; a
+/// critical section with `critical-section` and no `std`; otherwise a spin
+/// lock. On a microcontroller without `critical-section`, do not wait on or
+/// release into the same bulkhead from an interrupt handler that can
+/// preempt a task doing so (enable `critical-section` for that).
 ///
 /// # Limits
 ///
 /// At most [`MAX_PERMITS`](Self::MAX_PERMITS) permits (1 048 575; 1023 on
-/// targets without 64-bit atomics) and [`MAX_WAITERS`](Self::MAX_WAITERS)
-/// waiting tasks at once (4095; 31 there) — one more waiter is refused as
-/// [`Full`](AcquireError::Full), which a bulkhead that is meant not to queue
-/// should never approach.
+/// targets without 64-bit atomics). The number of waiting tasks has no limit
+/// but memory: each waiting future holds its own queue node.
 #[repr(C)]
 pub struct Bulkhead<C> {
     hot: Hot,
@@ -148,16 +162,22 @@ pub struct Bulkhead<C> {
 struct Hot {
     word: AtomicWord,
     peak: AtomicUsize,
-    #[cfg(feature = "alloc")]
-    event: event_listener::Event,
+    /// The wait queue (its ends, under the lock).
+    queue: Mutex<queue::List>,
+    /// How many wait right now: the queue's length, stored under its lock
+    /// and read without it.
+    waiting: AtomicUsize,
+    /// Acquires that had to queue, ever (wrapping).
+    queued_total: AtomicUsize,
 }
 
 // Sizes the README reports, checked at compile time: one 64-byte line for
-// the hot state and one for the rest on x86_64; unpadded on thumbv7em.
+// the hot state (the word and the queue's lock and ends) and one for the
+// rest on x86_64; unpadded on thumbv7em.
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 128);
 #[cfg(all(target_os = "none", target_pointer_width = "32"))]
-const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 48);
+const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 64);
 
 /// What only rejections, cancellations, carries and readers touch.
 #[repr(C)]
@@ -200,6 +220,9 @@ pub struct BulkheadMetrics {
     pub available: usize,
     /// Tasks waiting for a permit right now.
     pub waiting: usize,
+    /// Acquires that found no permit free and queued, ever (whatever came
+    /// of the wait). With `accepted` it tells how often callers had to wait.
+    pub queued: usize,
     /// The most permits ever held at once.
     pub peak_in_flight: usize,
     /// Acquisitions granted (an `acquire_many(n)` counts once). Never decreases.
@@ -241,8 +264,6 @@ impl BulkheadMetrics {
 impl<C> Bulkhead<C> {
     /// The largest capacity a bulkhead can have on this target.
     pub const MAX_PERMITS: usize = word::MAX_PERMITS;
-    /// The most tasks that may wait at once on this target.
-    pub const MAX_WAITERS: usize = word::MAX_WAITERS;
 
     const_fn! {
         /// A bulkhead named `name` with `max_concurrent` permits, reading time from
@@ -313,8 +334,9 @@ impl<C> Bulkhead<C> {
                 hot: Hot {
                     word: AtomicWord::new(word::initial(max_concurrent)),
                     peak: AtomicUsize::new(0),
-                    #[cfg(feature = "alloc")]
-                    event: event_listener::Event::new(),
+                    queue: Mutex::new(queue::List::new()),
+                    waiting: AtomicUsize::new(0),
+                    queued_total: AtomicUsize::new(0),
                 },
                 cold: Cold {
                     accepted_carry: AtomicUsize::new(0),
@@ -364,9 +386,6 @@ impl<C> Bulkhead<C> {
     }
 
     /// Takes one permit if one is free and nobody is waiting; never waits.
-    ///
-    /// Needs no allocator, so it is the whole bulkhead on firmware without a
-    /// heap.
     ///
     /// # Errors
     ///
@@ -419,7 +438,7 @@ impl<C> Bulkhead<C> {
     /// ```
     #[inline]
     pub fn try_acquire_many(&self, n: usize) -> Result<Permit<'_, C>, AcquireError> {
-        match self.take(n, Mode::Newcomer) {
+        match self.take(n) {
             Ok(()) => Ok(Permit { bulkhead: self, n }),
             Err(e) => Err(self.count_rejection(e)),
         }
@@ -430,7 +449,7 @@ impl<C> Bulkhead<C> {
     /// so that the wait alone is counted.
     #[inline]
     pub(crate) fn try_acquire_uncounted(&self) -> Result<Permit<'_, C>, AcquireError> {
-        self.take(1, Mode::Newcomer).map(|()| Permit {
+        self.take(1).map(|()| Permit {
             bulkhead: self,
             n: 1,
         })
@@ -510,7 +529,7 @@ impl<C> Bulkhead<C> {
     /// # drop(permit);
     /// ```
     pub fn waiting(&self) -> usize {
-        word::waiters(self.load())
+        self.hot.waiting.load(Ordering::Relaxed)
     }
 
     /// Whether [`close`](Self::close) has been called.
@@ -553,7 +572,8 @@ impl<C> Bulkhead<C> {
             capacity: word::capacity(w),
             in_flight: word::in_flight(w),
             available: word::available(w).max(0) as usize,
-            waiting: word::waiters(w),
+            waiting: self.hot.waiting.load(Ordering::Relaxed),
+            queued: self.hot.queued_total.load(Ordering::Relaxed),
             peak_in_flight: self.hot.peak.load(Ordering::Relaxed),
             accepted: self.accepted_from(w),
             rejected_full: self.cold.rejected_full.load(Ordering::Relaxed),
@@ -596,8 +616,9 @@ impl<C> Bulkhead<C> {
             let in_flight = word::in_flight(w) as i64;
             word::with_capacity(w, new_capacity, new_capacity as i64 - in_flight)
         });
-        if word::waiters(old) > 0 {
-            self.notify_all();
+        if word::queued(old) {
+            // Serve what grew, fail what no longer fits.
+            self.serve_queue(true);
         }
         Ok(word::capacity(old))
     }
@@ -619,7 +640,11 @@ impl<C> Bulkhead<C> {
     /// ```
     pub fn close(&self) -> bool {
         let old = self.hot.word.fetch_or(word::CLOSED, Ordering::AcqRel);
-        self.notify_all();
+        // Nobody queues once the flag is set (the queue's CAS sees it), so
+        // if nobody was queued there is nobody to fail.
+        if word::queued(old) {
+            self.fail_all();
+        }
         !word::closed(old)
     }
 
@@ -645,26 +670,20 @@ impl<C> Bulkhead<C> {
         }
     }
 
-    /// Takes `n` permits if the rules allow. A `Waiter` (already registered
-    /// and woken) may take free permits regardless of other waiters, and on
-    /// success stops being registered; a `Newcomer` may not while anyone waits.
+    /// Takes `n` permits if they are free and nobody is queued (a newcomer
+    /// never takes a permit a queued waiter is owed). Lock-free: one CAS.
     #[inline]
-    fn take(&self, n: usize, mode: Mode) -> Result<(), AcquireError> {
+    fn take(&self, n: usize) -> Result<(), AcquireError> {
         let mut cur = self.hot.word.load(Ordering::Relaxed);
         loop {
             check_request(cur, n)?;
             if n == 0 {
                 return Ok(());
             }
-            if word::available(cur) < n as i64
-                || (matches!(mode, Mode::Newcomer) && word::waiters(cur) > 0)
-            {
+            if word::available(cur) < n as i64 || word::queued(cur) {
                 return Err(AcquireError::Full);
             }
-            let (mut next, carried) = word::take(cur, n);
-            if let Mode::Waiter = mode {
-                next -= word::ONE_WAITER;
-            }
+            let (next, carried) = word::take(cur, n);
             match self.hot.word.compare_exchange_weak(
                 cur,
                 next,
@@ -691,44 +710,19 @@ impl<C> Bulkhead<C> {
         if in_flight > self.hot.peak.load(Ordering::Relaxed) {
             self.hot.peak.fetch_max(in_flight, Ordering::Relaxed);
         }
-        // Permits still free next to waiters: make sure one of them is awake
-        // to look (a no-op while one is already woken and has not run).
-        #[cfg(feature = "alloc")]
-        if word::available(next) > 0 && word::waiters(next) > 0 {
-            self.wake_one_if_none();
-        }
     }
 
-    /// Gives `n` permits back: one atomic add, plus a wake-up only when a task
-    /// is registered as waiting.
+    /// Gives `n` permits back: one atomic add, and the queue's lock only if
+    /// someone is queued (then the permits go to the head of the queue).
     #[inline]
     pub(crate) fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
         let old = self.hot.word.fetch_add(word::permits(n), Ordering::AcqRel);
-        #[cfg(feature = "alloc")]
-        if word::waiters(old) > 0 {
-            self.wake_for_release(old, n);
+        if word::queued(old) {
+            self.serve_queue(false);
         }
-        #[cfg(not(feature = "alloc"))]
-        let _ = old;
-    }
-
-    /// The cold half of a release that found waiters: wake one waiter per
-    /// permit that is now free — none if in flight is still above a shrunk
-    /// capacity, so the head of the queue is not woken for nothing and keeps
-    /// its place. Wake-ups beyond the waiters there are find no listener;
-    /// whoever takes next, or queues next, makes sure someone looks at what
-    /// is left (`after_take`, `register_or_take`).
-    #[cfg(feature = "alloc")]
-    #[cold]
-    fn wake_for_release(&self, old: Word, n: usize) {
-        let free = word::available(old) + n as i64;
-        if free <= 0 {
-            return;
-        }
-        self.wake_more(n.min(free as usize));
     }
 
     /// Removes `n` held permits from the bulkhead for good (`Permit::forget`).
@@ -741,10 +735,10 @@ impl<C> Bulkhead<C> {
             let cap = word::capacity(w).saturating_sub(n);
             word::with_capacity(w, cap, cap as i64 - in_flight as i64)
         });
-        // The capacity shrank: waiters that now ask for more than it must
-        // wake up to fail, as after `resize`.
-        if word::waiters(old) > 0 {
-            self.notify_all();
+        // The capacity shrank: waiters that now ask for more than it fail,
+        // as after `resize`.
+        if word::queued(old) {
+            self.serve_queue(true);
         }
     }
 
@@ -780,39 +774,6 @@ impl<C> Bulkhead<C> {
         );
         e
     }
-
-    /// Wakes `n` more waiters than are already woken (event-listener's
-    /// "additional" notification): a release of `n` permits wakes `n`
-    /// waiters that have not been told yet, so no wake-up is absorbed by a
-    /// waiter already woken for another permit, and none is spent twice.
-    ///
-    /// Relaxed (no extra fence): every caller has just read the state word
-    /// with `Acquire` (the release's `fetch_add`, or a waiter's load). Each
-    /// registration is a `Release` CAS made after its listener was inserted,
-    /// and every later write to the word is a read-modify-write, which
-    /// continues that release sequence; so the registrations the caller
-    /// counted happen-before this notification, listeners included.
-    #[cfg(feature = "alloc")]
-    fn wake_more(&self, n: usize) {
-        use event_listener::IntoNotification;
-        self.hot.event.notify(n.additional().relaxed());
-    }
-
-    /// Wakes the first waiter unless one is already woken and has not yet
-    /// run (event-listener's plain, not "additional", notification): the
-    /// guard that no free permit sits next to sleeping waiters, at the cost
-    /// of one atomic load when a wake-up is already on its way. Relaxed for
-    /// the reason given on `wake_more`.
-    #[cfg(feature = "alloc")]
-    fn wake_one_if_none(&self) {
-        use event_listener::IntoNotification;
-        self.hot.event.notify(1.relaxed());
-    }
-
-    fn notify_all(&self) {
-        #[cfg(feature = "alloc")]
-        self.hot.event.notify(usize::MAX);
-    }
 }
 
 /// The refusals that do not depend on free permits: closed, or more permits
@@ -845,13 +806,6 @@ fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
     Ok(())
 }
 
-#[derive(Clone, Copy)]
-enum Mode {
-    Newcomer,
-    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
-    Waiter,
-}
-
 impl<C> fmt::Debug for Bulkhead<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = self.load();
@@ -859,7 +813,7 @@ impl<C> fmt::Debug for Bulkhead<C> {
             .field("name", &self.name)
             .field("capacity", &word::capacity(w))
             .field("in_flight", &word::in_flight(w))
-            .field("waiting", &word::waiters(w))
+            .field("waiting", &self.waiting())
             .field("closed", &word::closed(w))
             .finish()
     }
@@ -976,7 +930,7 @@ mod owned {
     use alloc::sync::Arc;
     use core::fmt;
 
-    use super::{AcquireError, Bulkhead, Mode};
+    use super::{AcquireError, Bulkhead};
 
     /// Permits that own an `Arc` of their [`Bulkhead`], so they can move into
     /// a spawned task (`'static`). Given back when dropped, like [`Permit`](super::Permit).
@@ -1094,7 +1048,7 @@ mod owned {
             self: &Arc<Self>,
             n: usize,
         ) -> Result<OwnedPermit<C>, AcquireError> {
-            match self.take(n, Mode::Newcomer) {
+            match self.take(n) {
                 Ok(()) => Ok(OwnedPermit::new(Arc::clone(self), n)),
                 Err(e) => Err(self.count_rejection(e)),
             }

@@ -1,40 +1,40 @@
 //! Waiting for permits: the futures behind `acquire*`.
 //!
-//! Each wait registers in the state word's waiter count and parks on the
-//! bulkhead's `event_listener::Event`. A registered waiter is woken by a
-//! release (or by another waiter that left permits free), takes the permits
-//! if enough are free, and otherwise listens again. Registration, taking and
-//! giving up are single CAS operations on the state word, so a release never
-//! misses a registered waiter: it reads the count in the same atomic add that
-//! returns its permits.
+//! Each wait first tries for its permits without a lock, as `try_acquire`
+//! does. If none is free it links its own node (pinned inside the future)
+//! into the bulkhead's wait queue (`queue.rs`), and a release hands it the
+//! permits directly: the waiter finds them in its node, already taken for
+//! it. No wait allocates, with or without `alloc`.
 
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use event_listener::EventListener;
 use pin_project_lite::pin_project;
 
-use super::{check_request, word, AcquireError, Bulkhead, Mode, Permit};
+use super::queue::{Enqueued, Left, Node};
+use super::{AcquireError, Bulkhead, Permit};
 use crate::clock::{Instant, Timer};
 use crate::sync::Ordering;
 
-/// The state of one wait, shared by every acquire future.
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    n: usize,
-    state: State,
-    /// The state word at which this waiter last passed a wake-up on.
-    passed_at: Option<word::Word>,
+pin_project! {
+    /// The state of one wait, shared by every acquire future (and the
+    /// policy's and tower's futures): where it is, and its queue node.
+    #[derive(Debug)]
+    pub(crate) struct Waiter {
+        phase: Phase,
+        #[pin]
+        node: Node,
+    }
 }
 
-#[derive(Debug)]
-enum State {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
     /// Not polled yet.
     Start,
-    /// Registered in the waiter count; holds the listener when one is armed.
-    Waiting(Option<EventListener>),
+    /// Linked into the queue.
+    Queued,
     /// Finished: the permits were handed out or an error returned.
     Done,
 }
@@ -42,255 +42,147 @@ enum State {
 impl Waiter {
     pub(crate) fn new(n: usize) -> Self {
         Waiter {
-            n,
-            state: State::Start,
-            passed_at: None,
+            phase: Phase::Start,
+            node: Node::new(n),
         }
+    }
+
+    /// Permits this wait asks for.
+    pub(crate) fn permits(&self) -> usize {
+        self.node.permits()
     }
 
     /// Drives the wait. `Ready(Ok(()))` means the permits are now held by the
     /// caller. `expired` is asked once, on the first poll, if no permit was
     /// free: a wait whose deadline has already passed then fails at once
-    /// instead of registering.
+    /// instead of queueing.
     ///
-    /// The first poll's take is inlined into the caller; listening and
+    /// The first poll's take is inlined into the caller; queueing and
     /// waiting stay out of line, so an acquire that finds a permit free costs
     /// what `try_acquire` costs.
     #[inline]
-    fn poll_permit<C>(
-        &mut self,
+    pub(crate) fn poll_permit<C>(
+        self: Pin<&mut Self>,
         bh: &Bulkhead<C>,
         cx: &mut Context<'_>,
         expired: impl FnOnce() -> bool,
     ) -> Poll<Result<(), AcquireError>> {
-        if let State::Start = self.state {
-            match bh.take(self.n, Mode::Newcomer) {
-                Ok(()) => {
-                    self.state = State::Done;
-                    return Poll::Ready(Ok(()));
+        let this = self.project();
+        match *this.phase {
+            Phase::Start => {
+                match bh.take(this.node.permits()) {
+                    Ok(()) => {
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err(AcquireError::Full) => {}
+                    Err(e) => return finish(this.phase, bh, Err(e)),
                 }
-                Err(AcquireError::Full) => {}
-                Err(e) => return self.finish(bh, Err(e)),
-            }
-            if expired() {
-                return self.finish(bh, Err(AcquireError::TimedOut));
-            }
-            return self.start_waiting(bh, cx);
-        }
-        self.poll_waiting(bh, cx)
-    }
-
-    /// Registers as a waiter (or takes the permits, if they came free), then
-    /// waits.
-    #[inline(never)]
-    fn start_waiting<C>(
-        &mut self,
-        bh: &Bulkhead<C>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), AcquireError>> {
-        // Listen before registering: a release that sees our registration is
-        // then sure to find our listener.
-        let listener = bh.hot.event.listen();
-        match bh.register_or_take(self.n) {
-            Ok(Registered::Took) => self.finish(bh, Ok(())),
-            Ok(Registered::Waiting) => {
-                self.state = State::Waiting(Some(listener));
-                self.poll_waiting(bh, cx)
-            }
-            Err(e) => self.finish(bh, Err(e)),
-        }
-    }
-
-    /// A registered waiter's poll: wait for a wake-up, then look.
-    #[inline(never)]
-    fn poll_waiting<C>(
-        &mut self,
-        bh: &Bulkhead<C>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), AcquireError>> {
-        loop {
-            let State::Waiting(slot) = &mut self.state else {
-                panic!("acquire future polled after completion");
-            };
-            if let Some(listener) = slot {
-                match Pin::new(listener).poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(()) => *slot = None,
+                if expired() {
+                    return finish(this.phase, bh, Err(AcquireError::TimedOut));
                 }
-                // Woken: look before listening again.
-                match bh.take(self.n, Mode::Waiter) {
-                    Ok(()) => return self.finish(bh, Ok(())),
-                    Err(AcquireError::Full) => self.pass_on(bh),
-                    Err(e) => return self.leave(bh, Err(e)),
-                }
+                start_waiting(this.phase, this.node.as_ref(), bh, cx)
             }
-            // Arm a fresh listener, then look again: a release between the
-            // look above and the next poll is not missed.
-            self.state = State::Waiting(Some(bh.hot.event.listen()));
-            match bh.take(self.n, Mode::Waiter) {
-                Ok(()) => return self.finish(bh, Ok(())),
-                Err(AcquireError::Full) => {}
-                Err(e) => return self.leave(bh, Err(e)),
+            Phase::Queued => poll_queued(this.phase, this.node.as_ref(), bh, cx),
+            Phase::Done => panic!("acquire future polled after completion"),
+        }
+    }
+
+    /// Stops a queued wait because its deadline passed — unless its permits
+    /// were handed to it first, which it then keeps.
+    fn time_out<C>(self: Pin<&mut Self>, bh: &Bulkhead<C>) -> Poll<Result<(), AcquireError>> {
+        let this = self.project();
+        let r = match *this.phase {
+            Phase::Queued => match bh.leave_queue(this.node.as_ref()) {
+                Left::Granted => Ok(()),
+                Left::Removed => Err(AcquireError::TimedOut),
+                Left::Refused(e) => Err(e),
+            },
+            _ => Err(AcquireError::TimedOut),
+        };
+        finish(this.phase, bh, r)
+    }
+
+    /// Called from the futures' `Drop`: a wait abandoned while queued leaves
+    /// the queue and is counted as cancelled. If its permits had been handed
+    /// to it and it never saw them, they are given back (to the next waiter)
+    /// and it counts as accepted; if it had been refused, as that refusal.
+    pub(crate) fn cancel<C>(self: Pin<&mut Self>, bh: &Bulkhead<C>) {
+        let this = self.project();
+        if *this.phase != Phase::Queued {
+            return;
+        }
+        *this.phase = Phase::Done;
+        match bh.leave_queue(this.node.as_ref()) {
+            Left::Removed => {
+                bh.cold.cancelled.fetch_add(1, Ordering::Relaxed);
             }
-        }
-    }
-
-    /// A woken waiter that cannot use the free permits (it wants more than
-    /// are free) hands its wake-up to the next waiter, who may want fewer:
-    /// otherwise a single-permit waiter would sleep behind it while a permit
-    /// is free.
-    ///
-    /// It passes at most once per state of the word: waiters that all want
-    /// more than is free hand the wake-up round the queue once and then
-    /// sleep until the word changes (a release, a take, a waiter arriving —
-    /// the arrivals epoch sees to that even when another left — or leaving),
-    /// instead of waking each other forever.
-    fn pass_on<C>(&mut self, bh: &Bulkhead<C>) {
-        let w = bh.hot.word.load(Ordering::Acquire);
-        if word::available(w) > 0 && word::waiters(w) > 1 && self.passed_at != Some(w) {
-            self.passed_at = Some(w);
-            bh.wake_more(1);
-        }
-    }
-
-    /// Leaves the queue with an error (closed, or above a shrunk capacity).
-    fn leave<C>(
-        &mut self,
-        bh: &Bulkhead<C>,
-        r: Result<(), AcquireError>,
-    ) -> Poll<Result<(), AcquireError>> {
-        let old = bh.deregister();
-        // We were woken and leave without a permit: hand the wake-up on, or
-        // the permits it was for could sit next to the waiters behind us.
-        if word::available(old) > 0 && word::waiters(old) > 1 {
-            bh.wake_more(1);
-        }
-        self.finish(bh, r)
-    }
-
-    fn finish<C>(
-        &mut self,
-        bh: &Bulkhead<C>,
-        r: Result<(), AcquireError>,
-    ) -> Poll<Result<(), AcquireError>> {
-        self.state = State::Done;
-        Poll::Ready(r.map_err(|e| bh.count_rejection(e)))
-    }
-
-    /// Stops a registered wait because its deadline passed.
-    fn time_out<C>(&mut self, bh: &Bulkhead<C>) -> Poll<Result<(), AcquireError>> {
-        if let State::Waiting(_) = self.state {
-            bh.deregister();
-        }
-        self.finish(bh, Err(AcquireError::TimedOut))
-    }
-
-    /// Called from the futures' `Drop`: a wait abandoned while registered is
-    /// counted as cancelled and leaves the queue. If it had been woken and
-    /// not yet run, dropping its listener hands that wake-up to the next
-    /// waiter (event-listener propagates a notification of a dropped listener).
-    pub(crate) fn cancel<C>(&mut self, bh: &Bulkhead<C>) {
-        if let State::Waiting(listener) = core::mem::replace(&mut self.state, State::Done) {
-            drop(listener);
-            bh.deregister();
-            bh.cold.cancelled.fetch_add(1, Ordering::Relaxed);
+            Left::Granted => bh.release(this.node.permits()),
+            Left::Refused(e) => {
+                bh.count_rejection(e);
+            }
         }
     }
 }
 
-enum Registered {
-    Took,
-    Waiting,
+/// Queues the wait (or takes the permits, if they came free), out of line.
+#[inline(never)]
+fn start_waiting<C>(
+    phase: &mut Phase,
+    node: Pin<&Node>,
+    bh: &Bulkhead<C>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), AcquireError>> {
+    match bh.enqueue(node, cx.waker()) {
+        Ok(Enqueued::Took) => finish(phase, bh, Ok(())),
+        Ok(Enqueued::Queued) => {
+            *phase = Phase::Queued;
+            Poll::Pending
+        }
+        Err(e) => finish(phase, bh, Err(e)),
+    }
+}
+
+/// A queued wait's poll, out of line.
+#[inline(never)]
+fn poll_queued<C>(
+    phase: &mut Phase,
+    node: Pin<&Node>,
+    bh: &Bulkhead<C>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), AcquireError>> {
+    match bh.poll_queued(node, cx.waker()) {
+        Poll::Ready(r) => finish(phase, bh, r),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+fn finish<C>(
+    phase: &mut Phase,
+    bh: &Bulkhead<C>,
+    r: Result<(), AcquireError>,
+) -> Poll<Result<(), AcquireError>> {
+    *phase = Phase::Done;
+    Poll::Ready(r.map_err(|e| bh.count_rejection(e)))
 }
 
 impl<C> Bulkhead<C> {
-    /// Takes the permits as a newcomer if allowed, otherwise registers as a
-    /// waiter, in one CAS.
-    fn register_or_take(&self, n: usize) -> Result<Registered, AcquireError> {
-        let mut cur = self.hot.word.load(Ordering::Relaxed);
-        loop {
-            match self.take_or_register_step(cur, n)? {
-                (next, Some(carried)) => match self.hot.word.compare_exchange_weak(
-                    cur,
-                    next,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        self.after_take(next, carried);
-                        return Ok(Registered::Took);
-                    }
-                    Err(actual) => cur = actual,
-                },
-                (next, None) => match self.hot.word.compare_exchange_weak(
-                    cur,
-                    next,
-                    // Release publishes our listener to the releaser that
-                    // reads this registration.
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        // Permits are free, yet we queue behind other waiters:
-                        // make sure one of them is awake to look. One who
-                        // cannot use them passes the wake-up on, down to us.
-                        if word::available(next) > 0 && word::waiters(cur) > 0 {
-                            // Not "additional": if a waiter is already woken
-                            // and about to look, it is the one to look (and
-                            // hands the wake-up on if it cannot use the
-                            // permits); only if none is, wake the first.
-                            self.wake_one_if_none();
-                        }
-                        return Ok(Registered::Waiting);
-                    }
-                    Err(actual) => cur = actual,
-                },
-            }
-        }
-    }
-
-    /// The next word for `register_or_take`: `Some(carried)` when taking.
-    fn take_or_register_step(
-        &self,
-        cur: word::Word,
-        n: usize,
-    ) -> Result<(word::Word, Option<bool>), AcquireError> {
-        check_request(cur, n)?;
-        if word::waiters(cur) == 0 && word::available(cur) >= n as i64 {
-            let (next, carried) = word::take(cur, n);
-            return Ok((next, Some(carried)));
-        }
-        if word::waiters(cur) >= word::MAX_WAITERS {
-            return Err(AcquireError::Full);
-        }
-        Ok((word::register(cur), None))
-    }
-
-    /// Leaves the waiter count. If permits are free and others still wait,
-    /// wakes one of them: the permits may have been released for us.
-    fn deregister(&self) -> word::Word {
-        let old = self.hot.word.fetch_sub(word::ONE_WAITER, Ordering::AcqRel);
-        if word::available(old) > 0 && word::waiters(old) > 1 {
-            self.hot.event.notify(1);
-        }
-        old
-    }
-
     /// Waits for one permit, for as long as it takes or until the bulkhead is
     /// closed. Prefer [`acquire_timeout`](Self::acquire_timeout): a bulkhead
     /// is meant to bound the wait.
     ///
     /// # Errors
     ///
-    /// [`Closed`](AcquireError::Closed) if the bulkhead is or becomes closed;
-    /// [`Full`](AcquireError::Full) only if [`MAX_WAITERS`](Self::MAX_WAITERS)
-    /// tasks are already waiting.
+    /// [`Closed`](AcquireError::Closed) if the bulkhead is or becomes closed.
+    /// Never [`Full`](AcquireError::Full): there is no cap on waiters.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropping the future before it completes leaves no permit
-    /// taken and no place held, and passes on a wake-up it may have received,
-    /// so the waiters behind it are served. It is counted as a cancelled wait.
+    /// taken and no place held; if a permit had just been handed to it, the
+    /// permit goes on to the next waiter. It is counted as a cancelled wait
+    /// (or, in that last case, as accepted). No allocation, no lock unless it
+    /// was queued.
     ///
     /// # Examples
     ///
@@ -346,15 +238,13 @@ impl<C: Timer> Bulkhead<C> {
     ///
     /// A free permit is taken even at or after the deadline (when nobody is
     /// queued ahead); a wait that would start after the deadline fails at
-    /// once; a waiter gives up when the deadline passes, unless it was woken
-    /// for a permit first.
+    /// once; a waiter gives up when the deadline passes, unless a permit was
+    /// handed to it first.
     ///
     /// # Errors
     ///
     /// [`TimedOut`](AcquireError::TimedOut) when the deadline passes without a
-    /// permit; [`Closed`](AcquireError::Closed);
-    /// [`Full`](AcquireError::Full) only if
-    /// [`MAX_WAITERS`](Self::MAX_WAITERS) tasks are already waiting.
+    /// permit; [`Closed`](AcquireError::Closed).
     ///
     /// # Cancel safety
     ///
@@ -498,56 +388,59 @@ impl<C: Timer> Bulkhead<C> {
 /// ```
 pub type AcquireTimeout<'a, C> = AcquireUntil<'a, C>;
 
-/// The future of [`Bulkhead::acquire`] and [`Bulkhead::acquire_many`].
-///
-/// # Cancel safety
-///
-/// Dropping it before completion takes no permit and holds no place.
-///
-/// # Examples
-///
-/// ```
-/// use watertight::Bulkhead;
-/// use watertight::clock::ManualClock;
-/// use watertight::futures::Acquire;
-///
-/// // Named, so it can be kept in a struct.
-/// struct Pending<'a> {
-///     slot: Acquire<'a, &'a ManualClock>,
-/// }
-///
-/// # futures_lite::future::block_on(async {
-/// let clock = ManualClock::new();
-/// let db = Bulkhead::new("db", 1, &clock);
-/// let pending = Pending { slot: db.acquire() };
-/// assert_eq!(pending.slot.await.unwrap().count(), 1);
-/// # });
-/// ```
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-#[derive(Debug)]
-pub struct Acquire<'a, C> {
-    bulkhead: &'a Bulkhead<C>,
-    waiter: Waiter,
+pin_project! {
+    /// The future of [`Bulkhead::acquire`] and [`Bulkhead::acquire_many`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it before completion takes no permit and holds no place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::futures::Acquire;
+    ///
+    /// // Named, so it can be kept in a struct.
+    /// struct Pending<'a> {
+    ///     slot: Acquire<'a, &'a ManualClock>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 1, &clock);
+    /// let pending = Pending { slot: db.acquire() };
+    /// assert_eq!(pending.slot.await.unwrap().count(), 1);
+    /// # });
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    #[derive(Debug)]
+    pub struct Acquire<'a, C> {
+        bulkhead: &'a Bulkhead<C>,
+        // Its own place in the wait queue: the future is `!Unpin`.
+        #[pin]
+        waiter: Waiter,
+    }
+
+    impl<'a, C> PinnedDrop for Acquire<'a, C> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.waiter.cancel(this.bulkhead);
+        }
+    }
 }
 
 impl<'a, C> Future for Acquire<'a, C> {
     type Output = Result<Permit<'a, C>, AcquireError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let bh = this.bulkhead;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let bh: &'a Bulkhead<C> = this.bulkhead;
+        let n = this.waiter.permits();
         this.waiter
             .poll_permit(bh, cx, || false)
-            .map_ok(|()| Permit {
-                bulkhead: bh,
-                n: this.waiter.n,
-            })
-    }
-}
-
-impl<C> Drop for Acquire<'_, C> {
-    fn drop(&mut self) {
-        self.waiter.cancel(self.bulkhead);
+            .map_ok(|()| Permit { bulkhead: bh, n })
     }
 }
 
@@ -578,6 +471,7 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct AcquireUntil<'a, C: Timer> {
         bulkhead: &'a Bulkhead<C>,
+        #[pin]
         waiter: Waiter,
         deadline: Instant,
         #[pin]
@@ -598,7 +492,7 @@ impl<'a, C: Timer> Future for AcquireUntil<'a, C> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bh: &'a Bulkhead<C> = this.bulkhead;
-        let n = this.waiter.n;
+        let n = this.waiter.permits();
         poll_until(bh, this.waiter, *this.deadline, this.sleep, cx)
             .map_ok(|()| Permit { bulkhead: bh, n })
     }
@@ -607,12 +501,15 @@ impl<'a, C: Timer> Future for AcquireUntil<'a, C> {
 /// The shared body of the deadline futures: the wait, then the timer.
 pub(crate) fn poll_until<C: Timer>(
     bh: &Bulkhead<C>,
-    waiter: &mut Waiter,
+    mut waiter: Pin<&mut Waiter>,
     deadline: Instant,
     mut sleep: Pin<&mut Option<C::Sleep>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<(), AcquireError>> {
-    if let Poll::Ready(r) = waiter.poll_permit(bh, cx, || bh.clock.now() >= deadline) {
+    if let Poll::Ready(r) = waiter
+        .as_mut()
+        .poll_permit(bh, cx, || bh.clock.now() >= deadline)
+    {
         sleep.set(None);
         return Poll::Ready(r);
     }
@@ -639,10 +536,10 @@ impl<C: Timer> core::fmt::Debug for AcquireUntil<'_, C> {
     }
 }
 
-#[cfg(target_has_atomic = "ptr")]
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use owned::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
 
-#[cfg(target_has_atomic = "ptr")]
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 mod owned {
     use alloc::sync::Arc;
     use core::future::Future;
@@ -784,51 +681,56 @@ mod owned {
         }
     }
 
-    /// The future of [`Bulkhead::acquire_owned`]; `'static` when `C` is.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping it before completion takes no permit and holds no place.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use watertight::Bulkhead;
-    /// use watertight::clock::StdClock;
-    /// use watertight::futures::AcquireOwned;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let db = Arc::new(Bulkhead::new("db", 1, StdClock));
-    /// // Owns its `Arc`: `'static`, so it can move into a spawned task.
-    /// let wait: AcquireOwned<StdClock> = db.acquire_owned();
-    /// let permit = wait.await.unwrap();
-    /// assert_eq!(db.in_flight(), 1);
-    /// drop(permit);
-    /// # });
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    #[derive(Debug)]
-    pub struct AcquireOwned<C> {
-        bulkhead: Arc<Bulkhead<C>>,
-        waiter: Waiter,
+    pin_project! {
+        /// The future of [`Bulkhead::acquire_owned`]; `'static` when `C` is.
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping it before completion takes no permit and holds no place.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        /// use watertight::futures::AcquireOwned;
+        ///
+        /// # futures_lite::future::block_on(async {
+        /// let db = Arc::new(Bulkhead::new("db", 1, StdClock));
+        /// // Owns its `Arc`: `'static`, so it can move into a spawned task.
+        /// let wait: AcquireOwned<StdClock> = db.acquire_owned();
+        /// let permit = wait.await.unwrap();
+        /// assert_eq!(db.in_flight(), 1);
+        /// drop(permit);
+        /// # });
+        /// ```
+        #[must_use = "futures do nothing unless you `.await` or poll them"]
+        #[derive(Debug)]
+        pub struct AcquireOwned<C> {
+            bulkhead: Arc<Bulkhead<C>>,
+            #[pin]
+            waiter: Waiter,
+        }
+
+        impl<C> PinnedDrop for AcquireOwned<C> {
+            fn drop(this: Pin<&mut Self>) {
+                let this = this.project();
+                this.waiter.cancel(this.bulkhead);
+            }
+        }
     }
 
     impl<C> Future for AcquireOwned<C> {
         type Output = Result<OwnedPermit<C>, AcquireError>;
 
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let this = &mut *self;
-            let bh = &this.bulkhead;
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = self.project();
+            let bh = &*this.bulkhead;
+            let n = this.waiter.permits();
             this.waiter
                 .poll_permit(bh, cx, || false)
-                .map_ok(|()| OwnedPermit::new(Arc::clone(bh), this.waiter.n))
-        }
-    }
-
-    impl<C> Drop for AcquireOwned<C> {
-        fn drop(&mut self) {
-            self.waiter.cancel(&self.bulkhead);
+                .map_ok(|()| OwnedPermit::new(Arc::clone(this.bulkhead), n))
         }
     }
 
@@ -880,6 +782,7 @@ mod owned {
         #[must_use = "futures do nothing unless you `.await` or poll them"]
         pub struct AcquireOwnedUntil<C: Timer> {
             bulkhead: Arc<Bulkhead<C>>,
+            #[pin]
             waiter: Waiter,
             deadline: Instant,
             #[pin]
@@ -900,7 +803,7 @@ mod owned {
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             let this = self.project();
             let bh = &*this.bulkhead;
-            let n = this.waiter.n;
+            let n = this.waiter.permits();
             poll_until(bh, this.waiter, *this.deadline, this.sleep, cx)
                 .map_ok(|()| OwnedPermit::new(Arc::clone(bh), n))
         }

@@ -3,17 +3,24 @@
 //! | bits (64-bit word) | bits (32-bit word) | field |
 //! |---|---|---|
 //! | 0 | 0 | closed flag |
-//! | 1..5 | 1..4 | arrivals epoch (wrapping count of registrations) |
-//! | 5..17 | 4..9 | registered waiters |
-//! | 17..23 | 9..11 | low bits of the accepted counter (wrapping) |
-//! | 23..43 | 11..21 | capacity |
-//! | 43..64 | 21..32 | available permits, biased so that negative values fit |
+//! | 1 | 1 | queued flag: the wait queue is not empty |
+//! | 2..8 | 2..4 | low bits of the accepted counter (wrapping) |
+//! | 8..28 | 4..14 | capacity |
+//! | 28..64 | 14..32 | available permits, biased so that negative values fit |
 //!
-//! Keeping capacity, availability and waiters in one word makes each decision
-//! (take, queue, resize, close) a single compare-and-swap that sees a consistent
-//! snapshot, and makes `in_flight = capacity - available` exact. The accepted
-//! counter rides along in the same CAS for free; its carry goes to a cold
-//! counter once every `2^COUNT_BITS` acquisitions.
+//! Keeping capacity, availability and the queued flag in one word makes each
+//! decision (take, queue, resize, close) a single compare-and-swap that sees
+//! a consistent snapshot, and makes `in_flight = capacity - available` exact.
+//! The accepted counter rides along in the same CAS for free; its carry goes
+//! to a cold counter once every `2^COUNT_BITS` acquisitions.
+//!
+//! The queued flag is set and cleared only under the wait queue's lock, in
+//! the same step that makes the queue non-empty or empty, so outside the lock
+//! it is exact: a release that reads it clear (in the same atomic add that
+//! returns its permits) knows no waiter can be owed them and takes no lock;
+//! a newcomer that reads it set does not take a permit a queued waiter is
+//! owed. How many wait is not in the word (the queue counts them), so there
+//! is no cap on waiters but memory.
 //!
 //! The 64-bit word is used wherever the target has 64-bit atomics (every
 //! server, armv7-linux, wasm32 with atomics); the 32-bit word on
@@ -24,8 +31,6 @@
 mod layout {
     pub(crate) type Word = u64;
     pub(crate) type AtomicWord = crate::sync::AtomicU64;
-    pub(crate) const EPOCH_BITS: u32 = 4;
-    pub(crate) const WAITERS_BITS: u32 = 12;
     pub(crate) const COUNT_BITS: u32 = 6;
     pub(crate) const CAP_BITS: u32 = 20;
 }
@@ -34,30 +39,21 @@ mod layout {
 mod layout {
     pub(crate) type Word = u32;
     pub(crate) type AtomicWord = crate::sync::AtomicU32;
-    pub(crate) const EPOCH_BITS: u32 = 3;
-    pub(crate) const WAITERS_BITS: u32 = 5;
     pub(crate) const COUNT_BITS: u32 = 2;
     pub(crate) const CAP_BITS: u32 = 10;
 }
 
 pub(crate) use layout::{AtomicWord, Word};
-use layout::{CAP_BITS, COUNT_BITS, EPOCH_BITS, WAITERS_BITS};
+use layout::{CAP_BITS, COUNT_BITS};
 
 pub(crate) const CLOSED: Word = 1;
-/// Where the arrivals epoch starts. Every registration moves it on, so the
-/// word differs before and after a waiter arrives even when another left in
-/// between (see `Waiter::pass_on`, which hands a wake-up on at most once
-/// per state of the word).
-const EPOCH_SHIFT: u32 = 1;
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))] // waiting needs `alloc`
-const EPOCH_MASK: Word = (1 << EPOCH_BITS) - 1;
-const WAITERS_SHIFT: u32 = EPOCH_SHIFT + EPOCH_BITS;
-const COUNT_SHIFT: u32 = WAITERS_SHIFT + WAITERS_BITS;
+/// Set while the wait queue holds a waiter; changed only under its lock.
+pub(crate) const QUEUED: Word = 1 << 1;
+const COUNT_SHIFT: u32 = 2;
 const CAP_SHIFT: u32 = COUNT_SHIFT + COUNT_BITS;
 const AVAIL_SHIFT: u32 = CAP_SHIFT + CAP_BITS;
 const AVAIL_BITS: u32 = Word::BITS - AVAIL_SHIFT;
 
-const WAITERS_MASK: Word = (1 << WAITERS_BITS) - 1;
 const COUNT_MASK: Word = (1 << COUNT_BITS) - 1;
 const CAP_MASK: Word = (1 << CAP_BITS) - 1;
 /// Offset added to `available` so that the field is never negative.
@@ -66,8 +62,6 @@ const BIAS: i64 = 1 << (AVAIL_BITS - 1);
 /// The most permits a bulkhead can have: 1 048 575 with a 64-bit word, 1023 with
 /// a 32-bit one.
 pub(crate) const MAX_PERMITS: usize = (1 << CAP_BITS) - 1;
-/// The most tasks that can wait at once; one more is refused as `Full`.
-pub(crate) const MAX_WAITERS: usize = WAITERS_MASK as usize;
 /// How much the accepted counter's low field holds before it carries.
 pub(crate) const COUNT_PERIOD: usize = 1 << COUNT_BITS;
 
@@ -85,8 +79,8 @@ pub(crate) const fn closed(w: Word) -> bool {
 }
 
 #[inline]
-pub(crate) const fn waiters(w: Word) -> usize {
-    ((w >> WAITERS_SHIFT) & WAITERS_MASK) as usize
+pub(crate) const fn queued(w: Word) -> bool {
+    w & QUEUED != 0
 }
 
 #[inline]
@@ -116,8 +110,6 @@ pub(crate) const fn permits(n: usize) -> Word {
     (n as Word) << AVAIL_SHIFT
 }
 
-pub(crate) const ONE_WAITER: Word = 1 << WAITERS_SHIFT;
-
 /// `w` with `n` permits taken and the accepted counter bumped; the flag says
 /// whether the counter's low field wrapped (the caller then carries into the
 /// cold counter). `n <= available(w)` is the caller's to check.
@@ -129,14 +121,6 @@ pub(crate) const fn take(w: Word, n: usize) -> (Word, bool) {
     } else {
         (w + (1 << COUNT_SHIFT), false)
     }
-}
-
-/// `w` with one more waiter registered and the arrivals epoch moved on.
-#[inline]
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))] // waiting needs `alloc`
-pub(crate) const fn register(w: Word) -> Word {
-    let epoch = ((w >> EPOCH_SHIFT) + 1) & EPOCH_MASK;
-    ((w & !(EPOCH_MASK << EPOCH_SHIFT)) | (epoch << EPOCH_SHIFT)) + ONE_WAITER
 }
 
 /// `w` with capacity `cap` and availability `avail`, other fields kept.
@@ -156,14 +140,15 @@ mod tests {
         assert_eq!(capacity(w), 7);
         assert_eq!(available(w), 7);
         assert_eq!(in_flight(w), 0);
-        assert_eq!(waiters(w), 0);
+        assert!(!queued(w));
         assert!(!closed(w));
         let (w, wrapped) = take(w, 3);
         assert!(!wrapped);
         assert_eq!((available(w), in_flight(w), count(w)), (4, 3, 1));
-        let w = register(register(w));
-        assert_eq!(waiters(w), 2);
+        let w = w | QUEUED;
+        assert!(queued(w));
         let w = w + permits(3);
+        assert!(queued(w));
         assert_eq!((available(w), in_flight(w), capacity(w)), (7, 0, 7));
     }
 
@@ -198,7 +183,8 @@ mod tests {
         assert!(closed(w));
         assert_eq!(capacity(w), 3);
         assert_eq!(available(w), 3);
-        let w = with_capacity(w, 5, 5);
-        assert!(closed(w));
+        let w = with_capacity(w | QUEUED, 5, 5);
+        assert!(closed(w) && queued(w));
+        assert_eq!((capacity(w), available(w)), (5, 5));
     }
 }

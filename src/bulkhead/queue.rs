@@ -1,0 +1,552 @@
+//! The wait queue: an intrusive FIFO list of the waiting futures' own nodes.
+//!
+//! Each waiting future owns a [`Node`], pinned inside it; the bulkhead keeps
+//! only the list's ends, under a short lock ([`crate::sync::Mutex`]). So a
+//! wait allocates nothing, on any target, and the number of waiters is
+//! bounded by memory alone.
+//!
+//! The protocol, with the state word (`word.rs`):
+//!
+//! - The word's queued flag is set exactly while the list is not empty, and
+//!   changed only under the lock, in the same step that links the first node
+//!   or unlinks the last. A release reads the flag in the atomic add that
+//!   returns its permits: clear, nobody can be owed them and no lock is
+//!   taken; set, it takes the lock and serves the queue.
+//! - Serving (under the lock) walks the list from its head and hands each
+//!   node its permits as soon as enough are free: the permits are taken from
+//!   the word by a compare-and-swap (which also clears the queued flag if
+//!   the node is the last), the node is unlinked, its waker taken out and its
+//!   state set to granted. The owner sees the state without the lock. A node
+//!   that asks for more than is free keeps its place and the walk goes on to
+//!   the next (the bulkhead's rule for multi-permit requests), until no
+//!   permit is free.
+//! - A newcomer that finds the queued flag set never takes a permit without
+//!   the lock; under the lock it serves the queue first, so it can only take
+//!   what no queued waiter can use.
+//! - Wakers are woken, and replaced wakers dropped, after the lock is
+//!   released: a waker whose drop or wake gives back a permit of the same
+//!   bulkhead (the last reference to a task whose future holds one) then
+//!   takes the lock again instead of deadlocking on it.
+//!
+//! Why our own queue rather than a crate's: the hand-off needs the list and
+//! the state word to agree (the queued flag, taken permits and the accepted
+//! count change in one compare-and-swap under the lock), a multi-permit
+//! request must be able to keep its place while single-permit requests behind
+//! it are served, and a release with nobody waiting must take no lock.
+//! tokio's `batch_semaphore` keeps its permits inside the queue's lock once
+//! anyone waits and serves strictly in order; maitake-sync's `WaitQueue`
+//! wakes waiters but holds no permits, so a woken waiter would have to race
+//! newcomers for them. The layout of the node (links, waker and a state the
+//! owner reads without the lock) follows both.
+
+use core::marker::PhantomPinned;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::task::{Poll, Waker};
+
+use super::{check_request, word, AcquireError, Bulkhead};
+use crate::sync::{AtomicU8, Ordering, UnsafeCell};
+
+/// Not in the list (not queued yet, or its wait is over).
+const IDLE: u8 = 0;
+/// In the list, waiting.
+const QUEUED: u8 = 1;
+/// Its permits were taken for it and it was unlinked.
+const GRANTED: u8 = 2;
+/// Failed by `close` and unlinked.
+const CLOSED: u8 = 3;
+/// Asks for more than the capacity (after a shrink or a `forget`); unlinked.
+const TOO_BIG: u8 = 4;
+
+/// One waiting future's place in the queue.
+///
+/// `state` is written under the lock and read by the owner without it;
+/// every other field is reached only under the lock, or by the owner while
+/// the node is not linked (then nobody else has its address).
+pub(crate) struct Node {
+    state: AtomicU8,
+    /// Permits asked for; fixed at creation.
+    n: usize,
+    links: UnsafeCell<Links>,
+    waker: UnsafeCell<Option<Waker>>,
+    /// The capacity that made the request too big (for `TOO_BIG`'s error).
+    capacity: UnsafeCell<usize>,
+    // Linked by address: the node must not move while it is in the list.
+    _pin: PhantomPinned,
+}
+
+struct Links {
+    prev: Option<NonNull<Node>>,
+    next: Option<NonNull<Node>>,
+}
+
+// SAFETY: the non-atomic fields are reached only under the bulkhead's lock
+// or by the owner while no other thread has the node's address (see
+// `Node`), so a node can be moved to and shared with other threads; its
+// waker is `Send + Sync`.
+unsafe impl Send for Node {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Node {}
+
+impl core::fmt::Debug for Node {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node")
+            .field("n", &self.n)
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a wait that leaves the queue found.
+pub(super) enum Left {
+    /// Still queued: it is out now, holding nothing.
+    Removed,
+    /// Its permits had been handed to it: the caller holds them now.
+    Granted,
+    /// It had been refused (closed, or too big); the error.
+    Refused(AcquireError),
+}
+
+/// What a wait that asks to be queued got.
+pub(super) enum Enqueued {
+    /// The permits were free for it: the caller holds them.
+    Took,
+    /// It is in the queue.
+    Queued,
+}
+
+impl Node {
+    pub(crate) fn new(n: usize) -> Self {
+        Node {
+            state: AtomicU8::new(IDLE),
+            n,
+            links: UnsafeCell::new(Links {
+                prev: None,
+                next: None,
+            }),
+            waker: UnsafeCell::new(None),
+            capacity: UnsafeCell::new(0),
+            _pin: PhantomPinned,
+        }
+    }
+
+    pub(crate) fn permits(&self) -> usize {
+        self.n
+    }
+
+    /// The outcome a finished state stands for; `None` while queued.
+    fn outcome(&self, state: u8) -> Option<Result<(), AcquireError>> {
+        match state {
+            GRANTED => Some(Ok(())),
+            CLOSED => Some(Err(AcquireError::Closed)),
+            TOO_BIG => Some(Err(AcquireError::ExceedsCapacity {
+                requested: self.n,
+                // SAFETY: written under the lock before the `Release` store of
+                // `TOO_BIG` that the caller's `Acquire` load (or the lock) saw;
+                // nobody writes it again.
+                capacity: self.capacity.with(|c| unsafe { *c }),
+            })),
+            _ => None,
+        }
+    }
+
+    /// Takes the waker out. Caller holds the lock.
+    fn take_waker(&self) -> Option<Waker> {
+        // SAFETY: under the lock (the caller's), the only access.
+        self.waker.with_mut(|w| unsafe { (*w).take() })
+    }
+
+    fn next(&self) -> Option<NonNull<Node>> {
+        // SAFETY: under the lock (the caller's).
+        self.links.with(|l| unsafe { (*l).next })
+    }
+}
+
+/// The list's ends and length; lives inside the lock.
+pub(crate) struct List {
+    head: Option<NonNull<Node>>,
+    tail: Option<NonNull<Node>>,
+    len: usize,
+}
+
+// SAFETY: the list holds addresses of nodes that are `Send + Sync`, and is
+// reached only under its lock.
+unsafe impl Send for List {}
+
+impl List {
+    pub(crate) const fn new() -> Self {
+        List {
+            head: None,
+            tail: None,
+            len: 0,
+        }
+    }
+
+    /// Links `node` at the back.
+    ///
+    /// # Safety
+    ///
+    /// `node` is pinned, not in any list, and stays valid until it is
+    /// unlinked (its owner unlinks it under the lock before it goes away).
+    unsafe fn push_back(&mut self, node: NonNull<Node>) {
+        // SAFETY: the caller's promise; the old tail is linked, so valid.
+        unsafe {
+            node.as_ref().links.with_mut(|l| {
+                (*l).prev = self.tail;
+                (*l).next = None;
+            });
+            match self.tail {
+                Some(tail) => tail.as_ref().links.with_mut(|l| (*l).next = Some(node)),
+                None => self.head = Some(node),
+            }
+        }
+        self.tail = Some(node);
+        self.len += 1;
+    }
+
+    /// Unlinks `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is in this list.
+    unsafe fn remove(&mut self, node: NonNull<Node>) {
+        // SAFETY: the caller's promise; its neighbours are linked, so valid.
+        unsafe {
+            let (prev, next) = node
+                .as_ref()
+                .links
+                .with_mut(|l| ((*l).prev.take(), (*l).next.take()));
+            match prev {
+                Some(p) => p.as_ref().links.with_mut(|l| (*l).next = next),
+                None => self.head = next,
+            }
+            match next {
+                Some(n) => n.as_ref().links.with_mut(|l| (*l).prev = prev),
+                None => self.tail = prev,
+            }
+        }
+        self.len -= 1;
+    }
+}
+
+/// Wakers collected under the lock, woken after it is released. A fixed
+/// batch, so that serving many waiters allocates nothing either: when it is
+/// full, the lock is released, the batch woken, and the work goes on.
+struct WakeList {
+    wakers: [Option<Waker>; WAKE_BATCH],
+    len: usize,
+}
+
+/// Wake-ups collected per lock hold: enough for a release of several permits
+/// or a `close` to wake a queue in a few rounds; small on microcontrollers,
+/// where the batch lives on a small stack.
+const WAKE_BATCH: usize = if cfg!(target_os = "none") { 4 } else { 16 };
+
+impl WakeList {
+    const fn new() -> Self {
+        WakeList {
+            wakers: [const { None }; WAKE_BATCH],
+            len: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len == WAKE_BATCH
+    }
+
+    fn push(&mut self, waker: Option<Waker>) {
+        if let Some(waker) = waker {
+            self.wakers[self.len] = Some(waker);
+            self.len += 1;
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for slot in &mut self.wakers[..self.len] {
+            if let Some(waker) = slot.take() {
+                waker.wake();
+            }
+        }
+        self.len = 0;
+    }
+}
+
+/// Whether a step under the lock finished, or stopped with a full batch of
+/// wake-ups and must run again after they are woken.
+enum Step {
+    Done,
+    Again,
+}
+
+impl<C> Bulkhead<C> {
+    /// Runs `step` under the queue's lock, then wakes what it collected with
+    /// the lock released; runs it again as long as it stopped for a full
+    /// batch.
+    fn locked(&self, mut step: impl FnMut(&mut List, &mut WakeList) -> Step) {
+        let mut wakers = WakeList::new();
+        loop {
+            let step = {
+                let mut list = self.hot.queue.lock();
+                step(&mut list, &mut wakers)
+            };
+            wakers.wake_all();
+            if let Step::Done = step {
+                return;
+            }
+        }
+    }
+
+    /// Under the lock: hands free permits to queued waiters in order (a
+    /// waiter that wants more than is free keeps its place and the next is
+    /// looked at) and, with `all`, also fails the waiters that ask for more
+    /// than the capacity, however many permits are free. `false` if it
+    /// stopped for a full batch of wake-ups.
+    fn serve(&self, list: &mut List, wakers: &mut WakeList, all: bool) -> bool {
+        let mut w = self.hot.word.load(Ordering::Acquire);
+        let mut cur = list.head;
+        while let Some(ptr) = cur {
+            // SAFETY: linked, so valid while we hold the lock.
+            let node = unsafe { ptr.as_ref() };
+            let next = node.next();
+            let n = node.n;
+            loop {
+                if word::closed(w) {
+                    // `close` fails every waiter, under this lock, next.
+                    return true;
+                }
+                if wakers.is_full() {
+                    return false;
+                }
+                let capacity = word::capacity(w);
+                if n > capacity {
+                    // SAFETY: `ptr` is in `list`.
+                    unsafe { list.remove(ptr) };
+                    if list.len == 0 {
+                        w = self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
+                        w &= !word::QUEUED;
+                    }
+                    // SAFETY: under the lock; read after the store below.
+                    node.capacity.with_mut(|c| unsafe { *c = capacity });
+                    self.finish_node(list, node, TOO_BIG, wakers);
+                    break;
+                }
+                if word::available(w) < n as i64 {
+                    if !all && word::available(w) <= 0 {
+                        return true;
+                    }
+                    break;
+                }
+                let (mut next_w, carried) = word::take(w, n);
+                if list.len == 1 {
+                    next_w &= !word::QUEUED;
+                }
+                match self.hot.word.compare_exchange_weak(
+                    w,
+                    next_w,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        self.after_take(next_w, carried);
+                        w = next_w;
+                        // SAFETY: `ptr` is in `list`.
+                        unsafe { list.remove(ptr) };
+                        self.finish_node(list, node, GRANTED, wakers);
+                        break;
+                    }
+                    Err(actual) => w = actual,
+                }
+            }
+            cur = next;
+        }
+        true
+    }
+
+    /// Under the lock, for a node just unlinked: its waker to the batch,
+    /// then its final state — the last touch, after which its owner may
+    /// free it.
+    fn finish_node(&self, list: &List, node: &Node, state: u8, wakers: &mut WakeList) {
+        self.hot.waiting.store(list.len, Ordering::Relaxed);
+        wakers.push(node.take_waker());
+        node.state.store(state, Ordering::Release);
+    }
+
+    /// A first poll that found no permit: under the lock, serves the queue,
+    /// then takes the permits if they are free, or links `node` at the back.
+    pub(super) fn enqueue(
+        &self,
+        node: Pin<&Node>,
+        waker: &Waker,
+    ) -> Result<Enqueued, AcquireError> {
+        let mut out = Err(AcquireError::Closed);
+        self.locked(|list, wakers| {
+            if !self.serve(list, wakers, false) {
+                return Step::Again;
+            }
+            out = self.take_or_link(list, node, waker);
+            Step::Done
+        });
+        out
+    }
+
+    fn take_or_link(
+        &self,
+        list: &mut List,
+        node: Pin<&Node>,
+        waker: &Waker,
+    ) -> Result<Enqueued, AcquireError> {
+        let n = node.n;
+        // Cloned before anything changes: a waker's `clone` is the one
+        // piece of foreign code run under the lock.
+        let mut clone = None;
+        let mut w = self.hot.word.load(Ordering::Acquire);
+        loop {
+            check_request(w, n)?;
+            if word::available(w) >= n as i64 {
+                // Nobody queued can use them (served just above): ours.
+                let (next, carried) = word::take(w, n);
+                match self.hot.word.compare_exchange_weak(
+                    w,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        self.after_take(next, carried);
+                        return Ok(Enqueued::Took);
+                    }
+                    Err(actual) => {
+                        w = actual;
+                        continue;
+                    }
+                }
+            }
+            let clone = clone.get_or_insert_with(|| waker.clone());
+            if !word::queued(w) {
+                // The first waiter: set the flag in the same CAS that sees
+                // too few permits, so a release either adds its permits
+                // before it (and we take them above) or sees the flag.
+                if let Err(actual) = self.hot.word.compare_exchange_weak(
+                    w,
+                    w | word::QUEUED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    w = actual;
+                    continue;
+                }
+            }
+            let clone = clone.clone();
+            let ptr = NonNull::from(node.get_ref());
+            // SAFETY: the owner's, not linked yet; nobody else has its address.
+            node.waker.with_mut(|slot| unsafe { *slot = Some(clone) });
+            // SAFETY: pinned (`node` is a `Pin`), not linked, and its owner
+            // unlinks it under this lock before it is dropped.
+            unsafe { list.push_back(ptr) };
+            node.state.store(QUEUED, Ordering::Relaxed);
+            self.hot.waiting.store(list.len, Ordering::Relaxed);
+            self.hot.queued_total.fetch_add(1, Ordering::Relaxed);
+            return Ok(Enqueued::Queued);
+        }
+    }
+
+    /// A queued wait's poll: done if the node was served or refused,
+    /// otherwise its waker is refreshed (the one it replaces is dropped
+    /// after the lock is released).
+    pub(super) fn poll_queued(
+        &self,
+        node: Pin<&Node>,
+        waker: &Waker,
+    ) -> Poll<Result<(), AcquireError>> {
+        if let Some(r) = node.outcome(node.state.load(Ordering::Acquire)) {
+            return Poll::Ready(r);
+        }
+        let replaced = {
+            let _list = self.hot.queue.lock();
+            if let Some(r) = node.outcome(node.state.load(Ordering::Acquire)) {
+                return Poll::Ready(r);
+            }
+            node.waker.with_mut(|slot| {
+                // SAFETY: linked, and we hold the lock: the only access.
+                let slot = unsafe { &mut *slot };
+                match slot {
+                    Some(old) if old.will_wake(waker) => None,
+                    _ => slot.replace(waker.clone()),
+                }
+            })
+        };
+        drop(replaced);
+        Poll::Pending
+    }
+
+    /// Takes a queued node out (cancel, deadline), or finds what it was
+    /// given first. Its waker is dropped after the lock is released.
+    pub(super) fn leave_queue(&self, node: Pin<&Node>) -> Left {
+        let state = node.state.load(Ordering::Acquire);
+        if state != QUEUED {
+            return Self::left(&node, state);
+        }
+        let mut waker = None;
+        let left = {
+            let mut list = self.hot.queue.lock();
+            let state = node.state.load(Ordering::Acquire);
+            if state == QUEUED {
+                // SAFETY: still queued, so in `list`.
+                unsafe { list.remove(NonNull::from(node.get_ref())) };
+                if list.len == 0 {
+                    self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
+                }
+                self.hot.waiting.store(list.len, Ordering::Relaxed);
+                waker = node.take_waker();
+                node.state.store(IDLE, Ordering::Relaxed);
+                // Nobody behind it gains from its going: every one of them
+                // already wanted more than was free.
+                Left::Removed
+            } else {
+                Self::left(&node, state)
+            }
+        };
+        drop(waker);
+        left
+    }
+
+    fn left(node: &Node, state: u8) -> Left {
+        match node.outcome(state) {
+            Some(Ok(())) => Left::Granted,
+            Some(Err(e)) => Left::Refused(e),
+            None => Left::Removed,
+        }
+    }
+
+    /// The cold half of a release that found the queued flag set.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn serve_queue(&self, all: bool) {
+        self.locked(|list, wakers| {
+            if self.serve(list, wakers, all) {
+                Step::Done
+            } else {
+                Step::Again
+            }
+        });
+    }
+
+    /// After `close` set the flag: fails every queued waiter.
+    pub(super) fn fail_all(&self) {
+        self.locked(|list, wakers| {
+            while let Some(ptr) = list.head {
+                if wakers.is_full() {
+                    return Step::Again;
+                }
+                // SAFETY: the head is in `list`; valid under the lock.
+                unsafe { list.remove(ptr) };
+                if list.len == 0 {
+                    self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
+                }
+                // SAFETY: as above.
+                self.finish_node(list, unsafe { ptr.as_ref() }, CLOSED, wakers);
+            }
+            Step::Done
+        });
+    }
+}
