@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds (links, does not run) the firmware in its four variants, at
+# Builds (links, does not run) the firmware in its five variants, at
 # opt-level "z" (profile release) and "s" (profile release-s), and prints
 # their flash and RAM. Usage: firmware/build.sh   (from anywhere)
 #
 #   unguarded    the upstream call made directly: the baseline
 #   no-deadline  fail-fast bulkhead + breaker, no alloc, no global allocator
 #   default      no-deadline + deadline::timeout (the full guard)
-#   heap         watertight `alloc` + embedded-alloc (8 KiB), waiting acquire
+#   wait         default, waiting up to 15 ms for a permit, no allocator
+#   heap         wait with watertight `alloc` + embedded-alloc (8 KiB)
 #
 # flash = .vector_table + .text + .rodata + .data (the .data load image)
 # RAM   = .data + .bss + .uninit (the heap build's 8 KiB arena is in .bss)
@@ -32,7 +33,7 @@ NM="$BIN/llvm-nm"
 OUT="$CARGO_TARGET_DIR/sizes"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-VARIANTS=(unguarded no-deadline default heap)
+VARIANTS=(unguarded no-deadline default wait heap)
 
 for profile in release release-s; do
     for variant in "${VARIANTS[@]}"; do
@@ -55,7 +56,7 @@ for elf in "$OUT"/*.elf; do
 done
 
 # The alloc-free builds must not contain an allocator or event-listener.
-for elf in "$OUT"/release*-default.elf "$OUT"/release*-no-deadline.elf; do
+for elf in "$OUT"/release*-default.elf "$OUT"/release*-no-deadline.elf "$OUT"/release*-wait.elf; do
     if grep -Eq 'GlobalAlloc|__rust_alloc|__rg_alloc|event_listener' <<<"$("$NM" -C "$elf")"; then
         echo "error: $(basename "$elf") (no alloc) contains allocator code" >&2
         exit 1
@@ -102,7 +103,7 @@ for guard in "z $guard_z" "s $guard_s"; do
         exit 1
     fi
 done
-for variant in default heap; do
+for variant in default wait heap; do
     echo "$variant: static Bulkhead<EmbassyClock> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BULKHEAD) B," \
         "static CircuitBreaker<EmbassyClock, 64> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BREAKER) B"
 done

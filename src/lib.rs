@@ -26,7 +26,7 @@
 //! | you want to… | use | notes |
 //! |---|---|---|
 //! | cap the calls in flight to a system and refuse the rest at once | [`Bulkhead::try_acquire`] | no allocation, no clock read, no executor; a 503 or a fallback instead of a queue |
-//! | the same, but wait a short, bounded time for a slot | [`Bulkhead::acquire_timeout`] (`alloc`) | milliseconds, not seconds: a long wait is a queue in disguise |
+//! | the same, but wait a short, bounded time for a slot | [`Bulkhead::acquire_timeout`] | milliseconds, not seconds: a long wait is a queue in disguise; no allocation (the future is its own queue node), FIFO hand-off |
 //! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
@@ -44,8 +44,10 @@
 //! behind a slow system: it rejects at once or after a short, bounded wait,
 //! counts why, and names the system in its metrics. Use a
 //! [`CircuitBreaker`] when calls to a failing system should be refused at
-//! once instead of piling up behind timeouts. Neither needs a lock, a heap
-//! or std, so the same types guard a payment API on a server and an
+//! once instead of piling up behind timeouts. Neither needs a heap or std,
+//! and neither takes a lock on its fast paths (a bulkhead's wait queue has a
+//! short one, taken only by waits and by releases that find someone
+//! waiting), so the same types guard a payment API on a server and an
 //! upstream link on a gateway, in a `static` if you like.
 //!
 //! # Example
@@ -98,8 +100,8 @@
 //! | feature | default | what it adds | needs |
 //! |---|---|---|---|
 //! | `std` | yes | [`clock::StdClock`]; a permit dropped while panicking records a failure | implies `alloc` |
-//! | `alloc` | via `std` | waiting (`acquire*`), owned permits (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`]; a policy with a slot wait | an allocator: each *wait* allocates one listener node (event-listener); `try_acquire`, an acquire that succeeds at once, and release never allocate |
-//! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic | a `critical-section` implementation in the firmware |
+//! | `alloc` | via `std` | owned permits and their futures (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`] (its timers allocate a listener) | an allocator; waiting for a permit needs none |
+//! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic; without `std`, the bulkhead's wait-queue lock is a critical section instead of a spin lock | a `critical-section` implementation in the firmware |
 //! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |
 //! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
 //! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
@@ -108,16 +110,17 @@
 //! | `tracing` | no | one `tracing` event per breaker transition and per refusal | std |
 //! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
 //!
-//! Without `alloc` (`--no-default-features`), the fail-fast bulkhead, the
-//! whole circuit breaker, deadlines and a policy without a slot wait still
-//! build, and need no allocator: `firmware/` links them into a Cortex-M4F
-//! binary that has none.
+//! Without `alloc` (`--no-default-features`) everything but owned permits
+//! builds and needs no allocator — the bulkhead, waits for a permit
+//! included, the whole circuit breaker, deadlines and a policy with a slot
+//! wait: `firmware/` links them into a Cortex-M4F binary that has none.
 //!
 //! # Runtime support
 //!
-//! Nothing here spawns or assumes an executor: waiting parks on an
-//! `event_listener::Event`, which any executor can drive, and time comes from
-//! the clock type parameter.
+//! Nothing here spawns or assumes an executor: a waiting future links its
+//! own node into the bulkhead's wait queue and is woken through its
+//! `Waker`, which any executor provides, and time comes from the clock type
+//! parameter.
 //!
 //! | runtime | clock | feature | tested by |
 //! |---|---|---|---|

@@ -30,6 +30,7 @@
 //! | `bulkhead_capacity` | gauge | `system` | the current capacity |
 //! | `bulkhead_waiting_calls` | gauge | `system` | tasks waiting for a slot now |
 //! | `bulkhead_accepted_total` | counter | `system` | slots granted |
+//! | `bulkhead_queued_total` | counter | `system` | acquires that found no slot free and queued |
 //! | `bulkhead_rejected_total` | counter | `system`, `reason` | refusals: `reason` is `full`, `timed_out` or `closed` |
 //! | `circuit_breaker_state` | gauge | `system` | 0 closed, 1 open, 2 half_open, 3 forced_open, 4 disabled ([`state_code`]) |
 //! | `circuit_breaker_calls` | gauge | `system`, `outcome` | outcomes in the window now: `outcome` is `success` or `failure` |
@@ -95,6 +96,10 @@ pub const BULKHEAD_CAPACITY: &str = "bulkhead_capacity";
 pub const BULKHEAD_WAITING_CALLS: &str = "bulkhead_waiting_calls";
 /// `bulkhead_accepted_total{system}`: slots granted (counter).
 pub const BULKHEAD_ACCEPTED_TOTAL: &str = "bulkhead_accepted_total";
+/// `bulkhead_queued_total{system}`: acquires that found no slot free and
+/// queued, whatever came of the wait (counter). Beside
+/// `bulkhead_accepted_total`, how often callers had to wait.
+pub const BULKHEAD_QUEUED_TOTAL: &str = "bulkhead_queued_total";
 /// `bulkhead_rejected_total{system,reason}`: refusals by reason, `full`,
 /// `timed_out` or `closed` (counter).
 pub const BULKHEAD_REJECTED_TOTAL: &str = "bulkhead_rejected_total";
@@ -172,6 +177,11 @@ pub fn describe() {
         "Bulkhead slots granted"
     );
     describe_counter!(
+        BULKHEAD_QUEUED_TOTAL,
+        Unit::Count,
+        "Bulkhead acquires that had to queue for a slot"
+    );
+    describe_counter!(
         BULKHEAD_REJECTED_TOTAL,
         Unit::Count,
         "Calls refused by the bulkhead, by reason (full, timed_out, closed)"
@@ -242,6 +252,7 @@ pub struct BulkheadExporter {
     capacity: Gauge,
     waiting: Gauge,
     accepted: Counter,
+    queued: Counter,
     rejected_full: Counter,
     rejected_timed_out: Counter,
     rejected_closed: Counter,
@@ -302,6 +313,7 @@ impl BulkheadExporter {
             capacity: gauge!(BULKHEAD_CAPACITY, "system" => system),
             waiting: gauge!(BULKHEAD_WAITING_CALLS, "system" => system),
             accepted: counter!(BULKHEAD_ACCEPTED_TOTAL, "system" => system),
+            queued: counter!(BULKHEAD_QUEUED_TOTAL, "system" => system),
             rejected_full: rejected("full"),
             rejected_timed_out: rejected("timed_out"),
             rejected_closed: rejected("closed"),
@@ -357,6 +369,7 @@ impl BulkheadExporter {
         self.capacity.set(m.capacity as f64);
         self.waiting.set(m.waiting as f64);
         self.accepted.absolute(count(m.accepted));
+        self.queued.absolute(count(m.queued));
         self.rejected_full.absolute(count(m.rejected_full));
         self.rejected_timed_out
             .absolute(count(m.rejected_timed_out));

@@ -18,7 +18,7 @@
 mod imp {
     #[allow(unused_imports)]
     pub(crate) use portable_atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
 }
 
@@ -26,7 +26,7 @@ mod imp {
 mod imp {
     #[allow(unused_imports)]
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
 }
 

@@ -271,8 +271,7 @@ impl Model {
     /// waiter is handed its permits as soon as that many are free; one that
     /// wants more keeps its place and the next is looked at, until none is
     /// free. With `all` (after a resize or a forget) every waiter is looked
-    /// at, and those above the capacity fail with `ExceedsCapacity`; a
-    /// release fails those it reaches.
+    /// at, and those above the capacity fail with `ExceedsCapacity`.
     fn serve(&mut self, all: bool) {
         let order: Vec<usize> = self.queue.iter().copied().collect();
         for i in order {
@@ -280,7 +279,7 @@ impl Model {
                 return;
             }
             let n = self.waiters[i].n;
-            if n > self.capacity {
+            if all && n > self.capacity {
                 self.unqueue(i);
                 self.waiters[i].state = WaiterState::Refused(AcquireError::ExceedsCapacity {
                     requested: n,

@@ -78,6 +78,7 @@ async fn checkout(client: &reqwest::Client, base: &str, query: &str) -> (u16, Op
 
 const ACTIVE: &str = r#"bulkhead_active_calls{system="payments"}"#;
 const ACCEPTED: &str = r#"bulkhead_accepted_total{system="payments"}"#;
+const QUEUED: &str = r#"bulkhead_queued_total{system="payments"}"#;
 const FULL: &str = r#"bulkhead_rejected_total{system="payments",reason="full"}"#;
 const TIMED_OUT: &str = r#"bulkhead_rejected_total{system="payments",reason="timed_out"}"#;
 const CLOSED: &str = r#"bulkhead_rejected_total{system="payments",reason="closed"}"#;
@@ -102,7 +103,7 @@ async fn bulkhead_rejections_and_active_calls_are_scraped() {
         text.contains("# TYPE bulkhead_active_calls gauge"),
         "{text}"
     );
-    for series in [ACTIVE, ACCEPTED, FULL, TIMED_OUT, CLOSED, STATE] {
+    for series in [ACTIVE, ACCEPTED, QUEUED, FULL, TIMED_OUT, CLOSED, STATE] {
         assert_eq!(value(&s, series), "0", "{series}");
     }
     assert_eq!(value(&s, CAPACITY), "2");
@@ -160,4 +161,35 @@ async fn breaker_trip_and_refusals_are_scraped() {
     // The refusal gave its slot back; the bulkhead refused nothing.
     assert_eq!(value(&s, ACTIVE), "0");
     assert_eq!(value(&s, FULL), "0");
+}
+
+#[test]
+fn waits_that_queued_are_counted() {
+    use watertight::clock::ManualClock;
+    use watertight::metrics::BulkheadExporter;
+    use watertight::Bulkhead;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let clock = ManualClock::new();
+    let payments = Bulkhead::new("payments", 1, &clock);
+    let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&payments));
+
+    let held = payments.try_acquire().unwrap();
+    let mut waits: Vec<_> = (0..3).map(|_| Box::pin(payments.acquire())).collect();
+    for w in &mut waits {
+        assert!(futures_lite::future::block_on(futures_lite::future::poll_once(w)).is_none());
+    }
+    drop(held);
+    // The first is handed the slot; dropping it gives the slot on to the
+    // second, and so on: three grants (none of them looked at), no cancel.
+    drop(waits);
+    exporter.update(&payments);
+    let text = prometheus.render();
+    assert!(text.contains(&format!("{QUEUED} 3")), "{text}");
+    assert!(text.contains(&format!("{ACCEPTED} 4")), "{text}");
+    assert!(
+        text.contains("# TYPE bulkhead_queued_total counter"),
+        "{text}"
+    );
 }

@@ -127,11 +127,13 @@ mod guarded {
 
     /// One guarded call: bulkhead permit, then breaker, then deadline.
     pub async fn call_once() {
-        // Fail fast when the bulkhead is full (no allocation) ...
-        #[cfg(not(feature = "heap"))]
+        // Fail fast when the bulkhead is full ...
+        #[cfg(not(any(feature = "heap", feature = "wait")))]
         let permit = UPSTREAM_BULKHEAD.try_acquire();
-        // ... or wait up to 15 ms for a permit (event-listener allocates).
-        #[cfg(feature = "heap")]
+        // ... or wait up to 15 ms for a permit: the future holds its own
+        // queue node, so this needs no allocator (`wait`); `heap` is the
+        // same with watertight's `alloc` and a global allocator.
+        #[cfg(any(feature = "heap", feature = "wait"))]
         let permit = UPSTREAM_BULKHEAD
             .acquire_timeout(Duration::from_millis(15))
             .await;

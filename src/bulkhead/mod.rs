@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::sync::{const_fn, AtomicUsize, Mutex, Ordering};
+use crate::sync::{const_fn, AtomicPtr, AtomicUsize, Mutex, Ordering};
 
 mod error;
 mod queue;
@@ -164,11 +164,13 @@ struct Hot {
     peak: AtomicUsize,
     /// The wait queue (its ends, under the lock).
     queue: Mutex<queue::List>,
-    /// How many wait right now: the queue's length, stored under its lock
-    /// and read without it.
-    waiting: AtomicUsize,
     /// Acquires that had to queue, ever (wrapping).
     queued_total: AtomicUsize,
+    /// The queue's hand-off (`serve_queue`), stored by the first wait: a
+    /// release reaches the queue through it, so a firmware that never waits
+    /// links none of the queue's code (on Cortex-M that is 350 B of flash).
+    /// Null until then; once the queued flag is set it is set too.
+    serve: AtomicPtr<()>,
 }
 
 // Sizes the README reports, checked at compile time: one 64-byte line for
@@ -335,8 +337,8 @@ impl<C> Bulkhead<C> {
                     word: AtomicWord::new(word::initial(max_concurrent)),
                     peak: AtomicUsize::new(0),
                     queue: Mutex::new(queue::List::new()),
-                    waiting: AtomicUsize::new(0),
                     queued_total: AtomicUsize::new(0),
+                    serve: AtomicPtr::new(core::ptr::null_mut()),
                 },
                 cold: Cold {
                     accepted_carry: AtomicUsize::new(0),
@@ -529,7 +531,8 @@ impl<C> Bulkhead<C> {
     /// # drop(permit);
     /// ```
     pub fn waiting(&self) -> usize {
-        self.hot.waiting.load(Ordering::Relaxed)
+        // The queue's length, read under its lock (held for one load).
+        self.hot.queue.lock().len()
     }
 
     /// Whether [`close`](Self::close) has been called.
@@ -572,7 +575,7 @@ impl<C> Bulkhead<C> {
             capacity: word::capacity(w),
             in_flight: word::in_flight(w),
             available: word::available(w).max(0) as usize,
-            waiting: self.hot.waiting.load(Ordering::Relaxed),
+            waiting: self.waiting(),
             queued: self.hot.queued_total.load(Ordering::Relaxed),
             peak_in_flight: self.hot.peak.load(Ordering::Relaxed),
             accepted: self.accepted_from(w),
@@ -613,8 +616,8 @@ impl<C> Bulkhead<C> {
     pub fn resize(&self, new_capacity: usize) -> Result<usize, ConfigError> {
         check_capacity(new_capacity)?;
         let old = self.update(|w| {
-            let in_flight = word::in_flight(w) as i64;
-            word::with_capacity(w, new_capacity, new_capacity as i64 - in_flight)
+            let in_flight = word::in_flight(w) as word::Avail;
+            word::with_capacity(w, new_capacity, new_capacity as word::Avail - in_flight)
         });
         if word::queued(old) {
             // Serve what grew, fail what no longer fits.
@@ -680,23 +683,29 @@ impl<C> Bulkhead<C> {
             if n == 0 {
                 return Ok(());
             }
-            if word::available(cur) < n as i64 || word::queued(cur) {
+            if word::available(cur) < n as word::Avail || word::queued(cur) {
                 return Err(AcquireError::Full);
             }
             let (next, carried) = word::take(cur, n);
-            match self.hot.word.compare_exchange_weak(
-                cur,
-                next,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
+            match self.cas_take(cur, next) {
+                Ok(()) => {
                     self.after_take(next, carried);
                     return Ok(());
                 }
                 Err(actual) => cur = actual,
             }
         }
+    }
+
+    /// The compare-and-swap that takes permits (`Acquire`: it pairs with the
+    /// `Release` of the add that gave them back), shared by the lock-free
+    /// take and the queue's hand-off.
+    #[inline(always)]
+    fn cas_take(&self, cur: Word, next: Word) -> Result<(), Word> {
+        self.hot
+            .word
+            .compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed)
+            .map(drop)
     }
 
     #[inline]
@@ -721,8 +730,30 @@ impl<C> Bulkhead<C> {
         }
         let old = self.hot.word.fetch_add(word::permits(n), Ordering::AcqRel);
         if word::queued(old) {
-            self.serve_queue(false);
+            self.serve_after_release();
         }
+    }
+
+    /// A release that found the queued flag set: serve the queue, through
+    /// the pointer the first wait stored (see `Hot::serve`).
+    #[cold]
+    #[inline(never)]
+    fn serve_after_release(&self) {
+        // `Acquire`: stored before the CAS that first set the queued flag,
+        // which the release's add read.
+        let serve = self.hot.serve.load(Ordering::Acquire);
+        if !serve.is_null() {
+            // SAFETY: only `Self::serve_fn` stores here: a `fn(&Self, bool)`
+            // for this very type, cast to a data pointer.
+            let serve: fn(&Self, bool) = unsafe { core::mem::transmute(serve) };
+            serve(self, false);
+        }
+    }
+
+    /// What a wait stores in `Hot::serve` before it queues.
+    pub(crate) fn serve_fn() -> *mut () {
+        let serve: fn(&Self, bool) = Self::serve_queue;
+        serve as *mut ()
     }
 
     /// Removes `n` held permits from the bulkhead for good (`Permit::forget`).
@@ -733,7 +764,7 @@ impl<C> Bulkhead<C> {
         let old = self.update(|w| {
             let in_flight = word::in_flight(w).saturating_sub(n);
             let cap = word::capacity(w).saturating_sub(n);
-            word::with_capacity(w, cap, cap as i64 - in_flight as i64)
+            word::with_capacity(w, cap, cap as word::Avail - in_flight as word::Avail)
         });
         // The capacity shrank: waiters that now ask for more than it fail,
         // as after `resize`.

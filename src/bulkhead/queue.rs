@@ -174,6 +174,10 @@ pub(crate) struct List {
 unsafe impl Send for List {}
 
 impl List {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     pub(crate) const fn new() -> Self {
         List {
             head: None,
@@ -233,41 +237,47 @@ impl List {
 /// batch, so that serving many waiters allocates nothing either: when it is
 /// full, the lock is released, the batch woken, and the work goes on.
 struct WakeList {
+    /// Filled from the front; full when the last slot is taken.
     wakers: [Option<Waker>; WAKE_BATCH],
-    len: usize,
 }
 
 /// Wake-ups collected per lock hold: enough for a release of several permits
-/// or a `close` to wake a queue in a few rounds; small on microcontrollers,
-/// where the batch lives on a small stack.
-const WAKE_BATCH: usize = if cfg!(target_os = "none") { 4 } else { 16 };
+/// or a `close` to wake a queue in a few rounds. One on microcontrollers:
+/// their queues are short, and a one-waker batch keeps the release path
+/// small (no array to initialise, walk or copy).
+const WAKE_BATCH: usize = if cfg!(target_os = "none") { 1 } else { 16 };
 
 impl WakeList {
     const fn new() -> Self {
         WakeList {
             wakers: [const { None }; WAKE_BATCH],
-            len: 0,
         }
     }
 
     fn is_full(&self) -> bool {
-        self.len == WAKE_BATCH
+        self.wakers[WAKE_BATCH - 1].is_some()
     }
 
+    /// Callers check `is_full` first.
     fn push(&mut self, waker: Option<Waker>) {
-        if let Some(waker) = waker {
-            self.wakers[self.len] = Some(waker);
-            self.len += 1;
+        if WAKE_BATCH == 1 {
+            // Not full, so empty (no search; the microcontroller build).
+            self.wakers[0] = waker;
+        } else if let Some(slot) = self.wakers.iter_mut().find(|w| w.is_none()) {
+            *slot = waker;
         }
     }
+}
 
-    fn wake_all(&mut self) {
-        for slot in &mut self.wakers[..self.len] {
-            if let Some(waker) = slot.take() {
-                waker.wake();
+/// Dropped after the lock is released: wakes what was collected.
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        for slot in &mut self.wakers {
+            match slot.take() {
+                Some(waker) => waker.wake(),
+                None => return,
             }
         }
-        self.len = 0;
     }
 }
 
@@ -283,13 +293,13 @@ impl<C> Bulkhead<C> {
     /// the lock released; runs it again as long as it stopped for a full
     /// batch.
     fn locked(&self, mut step: impl FnMut(&mut List, &mut WakeList) -> Step) {
-        let mut wakers = WakeList::new();
         loop {
-            let step = {
-                let mut list = self.hot.queue.lock();
-                step(&mut list, &mut wakers)
-            };
-            wakers.wake_all();
+            // Declared before the guard, so dropped (and woken) after it.
+            let mut wakers = WakeList::new();
+            let mut list = self.hot.queue.lock();
+            let step = step(&mut list, &mut wakers);
+            drop(list);
+            drop(wakers);
             if let Step::Done = step {
                 return;
             }
@@ -298,8 +308,8 @@ impl<C> Bulkhead<C> {
 
     /// Under the lock: hands free permits to queued waiters in order (a
     /// waiter that wants more than is free keeps its place and the next is
-    /// looked at) and, with `all`, also fails the waiters that ask for more
-    /// than the capacity, however many permits are free. `false` if it
+    /// looked at) and, with `all` (after a shrink), looks at every waiter and
+    /// fails those that ask for more than the capacity. `false` if it
     /// stopped for a full batch of wake-ups.
     fn serve(&self, list: &mut List, wakers: &mut WakeList, all: bool) -> bool {
         let mut w = self.hot.word.load(Ordering::Acquire);
@@ -309,16 +319,20 @@ impl<C> Bulkhead<C> {
             let node = unsafe { ptr.as_ref() };
             let next = node.next();
             let n = node.n;
+            if word::closed(w) {
+                // `close` fails every waiter, under this lock, next (a grant
+                // racing it is one made just before it).
+                return true;
+            }
+            if wakers.is_full() {
+                return false;
+            }
             loop {
-                if word::closed(w) {
-                    // `close` fails every waiter, under this lock, next.
-                    return true;
-                }
-                if wakers.is_full() {
-                    return false;
-                }
                 let capacity = word::capacity(w);
-                if n > capacity {
+                // Only a shrink (`resize`, `forget`) makes a queued request
+                // too big, and each serves with `all` right after; a release
+                // never grants one (fewer than `n` can be free).
+                if all && n > capacity {
                     // SAFETY: `ptr` is in `list`.
                     unsafe { list.remove(ptr) };
                     if list.len == 0 {
@@ -327,10 +341,10 @@ impl<C> Bulkhead<C> {
                     }
                     // SAFETY: under the lock; read after the store below.
                     node.capacity.with_mut(|c| unsafe { *c = capacity });
-                    self.finish_node(list, node, TOO_BIG, wakers);
+                    self.finish_node(node, TOO_BIG, wakers);
                     break;
                 }
-                if word::available(w) < n as i64 {
+                if word::available(w) < n as word::Avail {
                     if !all && word::available(w) <= 0 {
                         return true;
                     }
@@ -340,18 +354,14 @@ impl<C> Bulkhead<C> {
                 if list.len == 1 {
                     next_w &= !word::QUEUED;
                 }
-                match self.hot.word.compare_exchange_weak(
-                    w,
-                    next_w,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
+                // The waiter is published by its node's `Release` store below.
+                match self.cas_take(w, next_w) {
+                    Ok(()) => {
                         self.after_take(next_w, carried);
                         w = next_w;
                         // SAFETY: `ptr` is in `list`.
                         unsafe { list.remove(ptr) };
-                        self.finish_node(list, node, GRANTED, wakers);
+                        self.finish_node(node, GRANTED, wakers);
                         break;
                     }
                     Err(actual) => w = actual,
@@ -365,8 +375,7 @@ impl<C> Bulkhead<C> {
     /// Under the lock, for a node just unlinked: its waker to the batch,
     /// then its final state — the last touch, after which its owner may
     /// free it.
-    fn finish_node(&self, list: &List, node: &Node, state: u8, wakers: &mut WakeList) {
-        self.hot.waiting.store(list.len, Ordering::Relaxed);
+    fn finish_node(&self, node: &Node, state: u8, wakers: &mut WakeList) {
         wakers.push(node.take_waker());
         node.state.store(state, Ordering::Release);
     }
@@ -402,7 +411,7 @@ impl<C> Bulkhead<C> {
         let mut w = self.hot.word.load(Ordering::Acquire);
         loop {
             check_request(w, n)?;
-            if word::available(w) >= n as i64 {
+            if word::available(w) >= n as word::Avail {
                 // Nobody queued can use them (served just above): ours.
                 let (next, carried) = word::take(w, n);
                 match self.hot.word.compare_exchange_weak(
@@ -423,6 +432,9 @@ impl<C> Bulkhead<C> {
             }
             let clone = clone.get_or_insert_with(|| waker.clone());
             if !word::queued(w) {
+                // Releases reach the queue through this (see `Hot::serve`):
+                // stored before the flag that sends them there.
+                self.hot.serve.store(Self::serve_fn(), Ordering::Relaxed);
                 // The first waiter: set the flag in the same CAS that sees
                 // too few permits, so a release either adds its permits
                 // before it (and we take them above) or sees the flag.
@@ -444,7 +456,6 @@ impl<C> Bulkhead<C> {
             // unlinks it under this lock before it is dropped.
             unsafe { list.push_back(ptr) };
             node.state.store(QUEUED, Ordering::Relaxed);
-            self.hot.waiting.store(list.len, Ordering::Relaxed);
             self.hot.queued_total.fetch_add(1, Ordering::Relaxed);
             return Ok(Enqueued::Queued);
         }
@@ -496,7 +507,6 @@ impl<C> Bulkhead<C> {
                 if list.len == 0 {
                     self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
                 }
-                self.hot.waiting.store(list.len, Ordering::Relaxed);
                 waker = node.take_waker();
                 node.state.store(IDLE, Ordering::Relaxed);
                 // Nobody behind it gains from its going: every one of them
@@ -544,7 +554,7 @@ impl<C> Bulkhead<C> {
                     self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
                 }
                 // SAFETY: as above.
-                self.finish_node(list, unsafe { ptr.as_ref() }, CLOSED, wakers);
+                self.finish_node(unsafe { ptr.as_ref() }, CLOSED, wakers);
             }
             Step::Done
         });

@@ -30,6 +30,10 @@
 #[cfg(any(loom, target_has_atomic = "64"))]
 mod layout {
     pub(crate) type Word = u64;
+    /// Signed arithmetic on the available field, as wide as the word (a
+    /// request is compared with it only once it is known to be at most the
+    /// capacity, so `n as Avail` never wraps).
+    pub(crate) type Avail = i64;
     pub(crate) type AtomicWord = crate::sync::AtomicU64;
     pub(crate) const COUNT_BITS: u32 = 6;
     pub(crate) const CAP_BITS: u32 = 20;
@@ -38,12 +42,13 @@ mod layout {
 #[cfg(not(any(loom, target_has_atomic = "64")))]
 mod layout {
     pub(crate) type Word = u32;
+    pub(crate) type Avail = i32;
     pub(crate) type AtomicWord = crate::sync::AtomicU32;
     pub(crate) const COUNT_BITS: u32 = 2;
     pub(crate) const CAP_BITS: u32 = 10;
 }
 
-pub(crate) use layout::{AtomicWord, Word};
+pub(crate) use layout::{AtomicWord, Avail, Word};
 use layout::{CAP_BITS, COUNT_BITS};
 
 pub(crate) const CLOSED: Word = 1;
@@ -57,7 +62,7 @@ const AVAIL_BITS: u32 = Word::BITS - AVAIL_SHIFT;
 const COUNT_MASK: Word = (1 << COUNT_BITS) - 1;
 const CAP_MASK: Word = (1 << CAP_BITS) - 1;
 /// Offset added to `available` so that the field is never negative.
-const BIAS: i64 = 1 << (AVAIL_BITS - 1);
+const BIAS: Avail = 1 << (AVAIL_BITS - 1);
 
 /// The most permits a bulkhead can have: 1 048 575 with a 64-bit word, 1023 with
 /// a 32-bit one.
@@ -66,11 +71,11 @@ pub(crate) const MAX_PERMITS: usize = (1 << CAP_BITS) - 1;
 pub(crate) const COUNT_PERIOD: usize = 1 << COUNT_BITS;
 
 // The available field must hold -MAX_PERMITS..=MAX_PERMITS.
-const _: () = assert!(BIAS > MAX_PERMITS as i64 && AVAIL_BITS > CAP_BITS);
+const _: () = assert!(BIAS > MAX_PERMITS as Avail && AVAIL_BITS > CAP_BITS);
 
 /// The word of a fresh bulkhead with `capacity` permits, all free.
 pub(crate) const fn initial(capacity: usize) -> Word {
-    ((capacity as Word) << CAP_SHIFT) | (((capacity as i64 + BIAS) as Word) << AVAIL_SHIFT)
+    ((capacity as Word) << CAP_SHIFT) | (((capacity as Avail + BIAS) as Word) << AVAIL_SHIFT)
 }
 
 #[inline]
@@ -95,13 +100,13 @@ pub(crate) const fn capacity(w: Word) -> usize {
 
 /// Free permits; negative after a shrink below what is in flight.
 #[inline]
-pub(crate) const fn available(w: Word) -> i64 {
-    (w >> AVAIL_SHIFT) as i64 - BIAS
+pub(crate) const fn available(w: Word) -> Avail {
+    (w >> AVAIL_SHIFT) as Avail - BIAS
 }
 
 #[inline]
 pub(crate) const fn in_flight(w: Word) -> usize {
-    (capacity(w) as i64 - available(w)) as usize
+    (capacity(w) as Avail - available(w)) as usize
 }
 
 /// `available` as the field it is stored in, for `fetch_add` on release.
@@ -125,7 +130,7 @@ pub(crate) const fn take(w: Word, n: usize) -> (Word, bool) {
 
 /// `w` with capacity `cap` and availability `avail`, other fields kept.
 #[inline]
-pub(crate) const fn with_capacity(w: Word, cap: usize, avail: i64) -> Word {
+pub(crate) const fn with_capacity(w: Word, cap: usize, avail: Avail) -> Word {
     let keep = w & !((CAP_MASK << CAP_SHIFT) | (!0 << AVAIL_SHIFT));
     keep | ((cap as Word) << CAP_SHIFT) | (((avail + BIAS) as Word) << AVAIL_SHIFT)
 }
@@ -155,9 +160,9 @@ mod tests {
     #[test]
     fn negative_availability_after_shrink() {
         let (w, _) = take(initial(MAX_PERMITS), MAX_PERMITS);
-        let w = with_capacity(w, 1, 1 - MAX_PERMITS as i64);
+        let w = with_capacity(w, 1, 1 - MAX_PERMITS as Avail);
         assert_eq!(capacity(w), 1);
-        assert_eq!(available(w), 1 - MAX_PERMITS as i64);
+        assert_eq!(available(w), 1 - MAX_PERMITS as Avail);
         assert_eq!(in_flight(w), MAX_PERMITS);
         let w = w + permits(MAX_PERMITS);
         assert_eq!((available(w), in_flight(w)), (1, 0));
@@ -174,7 +179,7 @@ mod tests {
             assert_eq!(count(w) + wraps * COUNT_PERIOD, i);
         }
         assert_eq!(wraps, 3);
-        assert_eq!(available(w), MAX_PERMITS as i64);
+        assert_eq!(available(w), MAX_PERMITS as Avail);
     }
 
     #[test]
