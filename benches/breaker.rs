@@ -41,7 +41,7 @@ use watertight::{BreakerConfig, CallError, CircuitBreaker};
 /// is 50).
 type Ours = CircuitBreaker<StdClock, 64>;
 
-// Issue 4's size target, checked where the numbers are made.
+// The size README states (160 B on x86_64), checked where the numbers are made.
 #[cfg(target_arch = "x86_64")]
 const _: () = assert!(size_of::<Ours>() <= 160);
 

@@ -1,5 +1,7 @@
 //! Per-system policies from environment variables, so operators retune a
-//! system without a rebuild (seed 002: `CLIENT_SBER__CB_FAILURE_RATE`).
+//! system without a rebuild (`CLIENT_PAYMENTS__CB_FAILURE_RATE=40`): one
+//! prefix per system, a double underscore between the system and the
+//! setting.
 //!
 //! Run: `cargo run --example env_config --features serde,tokio`
 //!
@@ -44,7 +46,7 @@ const SYSTEMS: [System; 2] = [
     System {
         name: "payments",
         prefix: "CLIENT_PAYMENTS__",
-        // Critical (seed 002, R-RES-CB-3): 30 %; a pool of 10 connections.
+        // Critical, as `BreakerConfig::CRITICAL`: 30 %; a pool of 10 connections.
         defaults: &[
             ("POOL_SIZE", "10"),
             ("CALL_TIMEOUT", "5s"),

@@ -1,10 +1,13 @@
-//! Inbound load shedding (seed 004): "accept as many as you can handle and
-//! answer the rest at once with 503 and Retry-After".
+//! Inbound load shedding: accept as many requests as you can handle and
+//! answer the rest at once with 503 and `Retry-After`. Better for everyone
+//! than slow answers to all: the refused clients retry later or degrade,
+//! the admitted ones are answered in time.
 //!
 //! An axum server on 127.0.0.1 with two guarded routes:
 //!
 //! - `/report`: slow (300 ms), behind a bulkhead of `LIMIT` slots with a
-//!   50 ms slot wait, as seed 004's middleware; a request that gets no slot
+//!   50 ms slot wait (long enough for a quick request to free a slot, too
+//!   short to become a queue); a request that gets no slot
 //!   is answered 503 with `Retry-After: 1` at once;
 //! - `/quote`: calls a flaky upstream (every request fails with a 502 while
 //!   it is "down"), behind a circuit breaker whose classifier counts 5xx as
@@ -35,7 +38,8 @@ use watertight::tower::{BreakerError, BreakerLayer, BulkheadError, BulkheadLayer
 use watertight::{BreakerConfig, Bulkhead, CircuitBreaker, Outcome};
 
 /// Slots on the slow route: how many requests it serves at once with an
-/// acceptable latency (seed 004 measures 200 on one worker; 4 here).
+/// acceptable latency. Measure it for a real service (a few hundred on one
+/// worker is common for a Python or Node server); 4 here, to see the limit.
 const LIMIT: usize = 4;
 /// Requests fired at it at once.
 const BURST: usize = 10;
@@ -51,7 +55,7 @@ fn unavailable(retry_after: u64, why: String) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, headers, why).into_response()
 }
 
-/// Bulkhead refusal -> 503, `Retry-After: 1` (seed 004).
+/// Bulkhead refusal -> 503, `Retry-After: 1`: come back in a second.
 async fn shed(err: BulkheadError<Infallible>) -> Response {
     match err {
         BulkheadError::Rejected(why) => unavailable(1, why.to_string()),

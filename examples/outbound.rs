@@ -1,7 +1,9 @@
 //! Outbound calls over a real HTTP client, one [`Policy`] per downstream
-//! system, as the seeds' out-adapters do: the adapter is the protection
-//! boundary, its public method runs the request through the system's
-//! policy, and every refusal comes back as the port's own
+//! system, put where a ports-and-adapters (hexagonal) service puts them: on
+//! the outbound adapter's public methods. The adapter is the protection
+//! boundary — not the generated HTTP client under it, not the handler above
+//! it — its public method runs the request through the system's policy, and
+//! every refusal comes back as the port's own
 //! `SystemUnavailable { system, retry_after }` error.
 //!
 //! Run: `cargo run --example outbound --features tokio`
@@ -184,7 +186,7 @@ impl fmt::Display for PaymentError {
     }
 }
 
-/// The out-adapter for the payment system: its client and its own policy.
+/// The outbound adapter for the payment system: its client and its own policy.
 struct PaymentsAdapter {
     client: reqwest::Client,
     base: String,
@@ -244,7 +246,7 @@ impl fmt::Display for InventoryError {
     }
 }
 
-/// The out-adapter for the inventory system.
+/// The outbound adapter for the inventory system.
 struct InventoryAdapter {
     client: reqwest::Client,
     base: String,
@@ -277,7 +279,7 @@ impl InventoryAdapter {
 
 // ---------------------------------------------------------------- policies
 
-/// How long a breaker stays open (seed 002's 30 s, scaled down).
+/// How long a breaker stays open (the default 30 s, scaled down).
 const OPEN: Duration = Duration::from_secs(1);
 
 /// 2 calls at once (a pool of 3 × 0.8), a slot within 50 ms, 300 ms per

@@ -24,30 +24,34 @@
 //! - `GET /product/{sku}`: asks stock and pricing at once;
 //! - `GET /checkout/{sku}`: asks pricing, then stock.
 //!
-//! Acts 1–3 replay the three measured runs of seed 003 ("How to Build a
-//! Bulkhead in Python"), scaled down five times so they take about two seconds:
-//! the slow call's 2 s becomes 400 ms and the 1 s max wait becomes 200 ms
-//! (still half a slow call); the fast call stays at 50 ms.
+//! Acts 1–3 are the classic demonstration of the bulkhead pattern (the
+//! pattern of that name in Microsoft's Azure Architecture Center): a
+//! checkout that needs only a quick inventory lookup hangs because a
+//! degraded shipping-rate API, which it does not even care about, holds
+//! every worker of a shared pool. The usual numbers — a 2 s slow call, a
+//! 50 ms fast one, a pool of 4, a 1 s max wait — are scaled down five times
+//! so the acts take about two seconds: the slow call becomes 400 ms and the
+//! max wait 200 ms (still half a slow call); the fast call stays at 50 ms.
 //!
-//! | act | seed 003 (measured) | this tour (expected) |
+//! | act | what it shows | expected |
 //! |---|---|---|
-//! | 1. one shared limit of 4, waits unbounded; 8 shipping, then 2 inventory | shipping 2.01 s ×4, 4.02 s ×4; inventory 4.08 s ×2 | shipping ≈ 400 ms ×4, 800 ms ×4; inventory ≈ 850 ms ×2 (two slow calls + one fast) |
-//! | 2. same traffic, one bulkhead per system (shipping 4, inventory 2) | inventory 0.06 s ×2 | inventory ≈ 50 ms ×2; shipping unchanged |
-//! | 3. shipping 3, inventory 5, max wait 1 s → 200 ms; 10 shipping + 4 inventory | shipping 3 ok at 2.01 s, 7 rejected at 1.0 s; inventory 4 ok at 0.06 s | shipping 3 ok ≈ 400 ms, 7 rejected ≈ 200 ms; inventory 4 ok ≈ 50 ms |
+//! | 1. one shared limit of 4, waits unbounded; 8 shipping, then 2 inventory | starvation: the fast calls queue behind every slow one | shipping ≈ 400 ms ×4, 800 ms ×4; inventory ≈ 850 ms ×2 (two slow calls + one fast), about 17 times its own time |
+//! | 2. same traffic, one bulkhead per system (shipping 4, inventory 2) | isolation: the slow system floods only its own compartment | inventory ≈ 50 ms ×2; shipping unchanged |
+//! | 3. shipping 3, inventory 5, max wait 200 ms; 10 shipping + 4 inventory | failing fast: the overflow is refused after a short wait instead of queueing | shipping 3 ok ≈ 400 ms, 7 rejected ≈ 200 ms; inventory 4 ok ≈ 50 ms |
 //!
 //! Latency is what the *caller* observes: from the moment the call was
 //! submitted (its task spawned) to the moment it finished, recorded inside
-//! the task as it finishes. The seed explains the two ways to get this wrong:
+//! the task as it finishes. There are two classic ways to get this wrong:
 //! starting the clock when the work starts (which hides the time spent
 //! queueing for a slot — the very thing act 1 is about), and reading the end
 //! time when the caller gets round to looking at a result, in submission
 //! order (which charges a fast call for the slow one looked at before it).
 //!
-//! Act 4 is issue 4's: the slow endpoint starts answering 503 (a flag in the
-//! server's state); the client calls it through a breaker (window 10,
-//! minimum 5 calls, failure rate 50 %, open 500 ms — seed 002's 30 s scaled
-//! down — and 3 half-open probes), whose classifier counts a 5xx or no answer
-//! at all as a failure and any other status as an answer. The breaker opens
+//! Act 4 is the circuit breaker: the slow endpoint starts answering 503 (a
+//! flag in the server's state); the client calls it through a breaker
+//! (window 10, minimum 5 calls, failure rate 50 %, open 500 ms — the default
+//! 30 s scaled down — and 3 half-open probes), whose classifier counts a 5xx
+//! or no answer at all as a failure and any other status as an answer. The breaker opens
 //! after the minimum 5 calls; the next calls are refused at once with a
 //! retry hint, and the server's request counter shows none of them reached
 //! it; the server recovers; after the open wait, 3 probes pass and it
@@ -55,7 +59,7 @@
 //! act began: what happens, and in which order, is the same every run; the
 //! milliseconds are measured.
 //!
-//! Act 5 is issue 5's: each storefront request has a 1.5 s budget
+//! Act 5 is a request budget: each storefront request has 1.5 s
 //! ([`Deadline::after`]) and calls each system through its policy with
 //! `call_within_with(&budget, …)` (act 4's classifier), so a slot wait and a
 //! call each get the smaller of their own limit and what is left of the
@@ -70,9 +74,10 @@
 //! request it is asked, unaffected. The client prints each request as it was
 //! sent: status, the time it took (measured, not asserted) and the body.
 //!
-//! Act 6 is issue 6's, briefly (`examples/load_shedding.rs` and
-//! `examples/prometheus.rs` show each integration at length). Inbound load
-//! shedding, seed 004's: the server's `GET /report` (200 ms) sits behind a
+//! Act 6 is the integrations, briefly (`examples/load_shedding.rs` and
+//! `examples/prometheus.rs` show each at length). Inbound load shedding —
+//! better a quick 503 to some than slow answers to all: the server's
+//! `GET /report` (200 ms) sits behind a
 //! [`BulkheadLayer`] of 2 slots that fails fast, and a refusal is answered
 //! 503 with `Retry-After: 1` by axum's `HandleErrorLayer`; 5 requests at once
 //! get 2 × 200 and 3 × 503 at once (the handler is not called for those).
@@ -111,13 +116,14 @@ use watertight::tower::{BulkheadError, BulkheadLayer};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 use watertight::{OwnedPermit, Policy, PolicyConfig, Rejection};
 
-/// The slow dependency's latency (seed: 2 s).
+/// The slow dependency's latency (2 s in the usual demonstration, ÷ 5).
 const SLOW: Duration = Duration::from_millis(400);
-/// The fast dependency's latency (seed: 50 ms).
+/// The fast dependency's latency: a quick lookup.
 const FAST: Duration = Duration::from_millis(50);
-/// The longest a caller waits for a slot in act 3: half a slow call (seed: 1 s).
+/// The longest a caller waits for a slot in act 3: half a slow call (1 s ÷ 5).
 const MAX_WAIT: Duration = Duration::from_millis(200);
-/// How long act 4's breaker stays open before probes may pass (seed 002: 30 s).
+/// How long act 4's breaker stays open before probes may pass
+/// ([`BreakerConfig::DEFAULT`]'s 30 s, scaled down).
 const OPEN_WAIT: Duration = Duration::from_millis(500);
 
 // ---------------------------------------------------------------- the server
@@ -417,8 +423,8 @@ async fn report() -> Json {
     json(r#"{"report":"ready"}"#.to_owned())
 }
 
-/// The bulkhead layer's refusal, as seed 004 answers it: 503 at once, come
-/// back in a second.
+/// The bulkhead layer's refusal, as a load-shedding server answers it: 503
+/// at once, come back in a second.
 async fn shed(err: BulkheadError<Infallible>) -> Response {
     match err {
         BulkheadError::Rejected(why) => {
@@ -559,7 +565,7 @@ async fn burst(
                 MaxWait::AtMost(d) => Box::pin(t.bulkhead.acquire_owned_timeout(d)),
             };
             // Submitting joins the bulkhead's queue now, in submission order,
-            // as `pool.submit` joins the pool's queue in the seed: this first
+            // as submitting to a thread pool joins its queue: this first
             // poll takes a free slot or registers the wait. (Left to
             // the spawned tasks, the queue order would be whatever order the
             // runtime's worker threads happen to first poll them in.)
@@ -579,7 +585,8 @@ async fn burst(
                     Err(rejected) => Err(rejected),
                 };
                 // ...and stops here, as the call completes, not when the
-                // loop below gets round to this task (seed 003's other bug).
+                // loop below gets round to this task (the other classic timing
+                // mistake).
                 let latency = submitted.elapsed();
                 Outcome {
                     system,
@@ -954,12 +961,13 @@ async fn main() {
 
     println!("watertight tour: server on {base}");
     println!(
-        "  /shipping-rate takes {} ms (degraded), /inventory/{{sku}} {} ms (healthy): seed 003 / 5",
+        "  /shipping-rate takes {} ms (degraded), /inventory/{{sku}} {} ms (healthy); \
+         times scaled down 5x from a 2 s slow call",
         SLOW.as_millis(),
         FAST.as_millis()
     );
 
-    // Act 1 — seed step 1: one shared pool of 4 workers for every call.
+    // Act 1: one shared pool of 4 workers for every call.
     header(
         "Act 1: one shared limit — a fast dependency starves behind a slow one",
         "one bulkhead \"shared\" (4) for both systems, unbounded wait; \
@@ -983,14 +991,15 @@ async fn main() {
     print_metrics(&[&shared]);
     let inv = worst(&act1, System::Inventory, true).unwrap_or_default();
     println!(
-        "  -> a {} ms lookup took {} ms ({:.1} slow calls): it queued behind all 8 shipping \
-         calls (seed: 4.08 s)",
+        "  -> a {} ms lookup took {} ms ({:.1} slow calls, {:.0}x its own time): it queued \
+         behind all 8 shipping calls",
         FAST.as_millis(),
         ms(inv),
-        inv.as_secs_f64() / SLOW.as_secs_f64()
+        inv.as_secs_f64() / SLOW.as_secs_f64(),
+        inv.as_secs_f64() / FAST.as_secs_f64()
     );
 
-    // Act 2 — seed step 2: a dedicated pool per dependency.
+    // Act 2: a compartment of its own per dependency.
     header(
         "Act 2: one bulkhead per system — the slow one floods only its own compartment",
         "bulkheads \"shipping\" (4) and \"inventory\" (2), unbounded wait; \
@@ -1016,13 +1025,13 @@ async fn main() {
     let inv = worst(&act2, System::Inventory, true).unwrap_or_default();
     let ship = worst(&act2, System::Shipping, true).unwrap_or_default();
     println!(
-        "  -> inventory back to {} ms (seed: 0.06 s); shipping as slow as ever ({} ms): \
+        "  -> inventory back to {} ms, its own time; shipping as slow as ever ({} ms): \
          slowness contained, not cured",
         ms(inv),
         ms(ship)
     );
 
-    // Act 3 — seed step 3: semaphore bulkheads with a max wait, shipping flooded.
+    // Act 3: semaphore bulkheads with a max wait, shipping flooded.
     header(
         "Act 3: a flood with a short max wait — the overflow is turned away fast",
         &format!(
@@ -1052,7 +1061,7 @@ async fn main() {
     let inv = worst(&act3, System::Inventory, true).unwrap_or_default();
     println!(
         "  -> shipping: {} ok, {} turned away by {} ms (max wait {} ms); \
-         inventory: {} ok by {} ms (seed: 3 ok, 7 out at 1.0 s; inventory 0.06 s)",
+         inventory: {} ok by {} ms",
         count(&act3, System::Shipping, true),
         count(&act3, System::Shipping, false),
         ms(rejected_after),
@@ -1061,7 +1070,7 @@ async fn main() {
         ms(inv)
     );
 
-    // Act 4 — issue 4: the slow endpoint goes down; a breaker stops calling it.
+    // Act 4: the slow endpoint goes down; a breaker stops calling it.
     header(
         "Act 4: a circuit breaker — shipping goes down, the calls stop, it comes back",
         &format!(
@@ -1149,14 +1158,14 @@ async fn main() {
     println!(
         "  -> 12 calls, {} requests reached the server: the {} calls refused while open \
          cost no request and no wait, and came with a retry hint; {} probes closed it \
-         (seed 002: open 30 s, here {} ms)",
+         (open {} ms here, 30 s by default)",
         hits(),
         refused.len(),
         config.half_open_calls(),
         OPEN_WAIT.as_millis()
     );
 
-    // Act 5 — issue 5: a request budget over two systems, one policy each.
+    // Act 5: a request budget over two systems, one policy each.
     let (stock_cfg, pricing_cfg) = (stock_policy(), pricing_policy());
     let pricing_breaker = pricing_cfg.breaker();
     header(
@@ -1250,7 +1259,7 @@ async fn main() {
         FAST.as_millis()
     );
 
-    // Act 6 — issue 6: the same primitives as tower middleware and as metrics.
+    // Act 6: the same primitives as tower middleware and as metrics.
     header(
         "Act 6: load shedding with tower, and the numbers in Prometheus",
         &format!(

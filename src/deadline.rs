@@ -3,7 +3,7 @@
 //! - [`timeout`] / [`timeout_at`] bound one future: it completes with the
 //!   future's output, or with [`Elapsed`] once the time is up — and then the
 //!   inner future is dropped at once, not when the [`Timeout`] is.
-//! - [`Deadline`] is a request budget (seed 004): made once at the edge from a
+//! - [`Deadline`] is a request budget: made once at the edge from a
 //!   clock and a budget, then handed down the call chain; each layer asks how
 //!   much is [`remaining`](Deadline::remaining), or makes a
 //!   [`child`](Deadline::child) capped by its own limit, never extending its

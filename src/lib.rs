@@ -10,8 +10,7 @@
 //! - the [`CircuitBreaker`]: *stop calling a system that is clearly failing
 //!   or slowly dying, and let it recover* — a count window of the last calls
 //!   in a ring of atomics, failure-rate and slow-call thresholds, an open
-//!   wait, and capped half-open probes.
-//!
+//!   wait, and capped half-open probes;
 //! - [`deadline`]: a timeout per call ([`deadline::timeout`]) and a request
 //!   budget ([`deadline::Deadline`]) handed down the call chain;
 //! - the [`Policy`]: one per external system, running a call through the
@@ -95,6 +94,45 @@
 //! # });
 //! ```
 //!
+//! # Defaults, and where they come from
+//!
+//! The defaults are the numbers resilience guides commonly give for a
+//! service calling HTTP APIs; every one of them is a setting.
+//!
+//! | layer | default | why |
+//! |---|---|---|
+//! | bulkhead | [`PolicyConfig::for_pool`]: 80 % of the connection pool in front of the system (8 of 10); a slot wait of 100 ms, and over 1 s only when asked for ([`policy::LONGEST_USUAL_MAX_WAIT`]) | the limit refuses before the pool runs dry, and a caller that finds no slot fails fast instead of queueing: a long wait is a queue in disguise |
+//! | circuit breaker | [`BreakerConfig::DEFAULT`]: a count window of the last 50 calls, evaluated from 10 calls on, open at 50 % failures, for 30 s, then 3 half-open probes; [`BreakerConfig::CRITICAL`]: the same at 30 %, for payments and other systems where a failure is expensive | a count window rather than a time window: with uneven traffic a time window holds thousands of calls at the peak and a handful at night, so its verdict rests on very different evidence; smaller and quicker to react than resilience4j's defaults (a 100-call window, 60 s open, 10 probes) |
+//! | slow calls | off; when set, resilience guides suggest half the client's read timeout | a breaker that counts slow calls notices a system dying slowly before the timeouts do |
+//! | deadline | [`PolicyConfig::builder`]: a 30 s call timeout (a common HTTP read timeout); a request budget from the caller's own deadline, handed down | each step gets the smaller of its own limit and what is left of the request's |
+//!
+//! The bulkhead is the pattern of that name in Microsoft's Azure
+//! Architecture Center (one compartment per system, so that one flooding
+//! cannot sink the rest) built as a semaphore that fails fast, like
+//! resilience4j's `SemaphoreBulkhead`. The breaker's states and settings
+//! follow resilience4j's (percent thresholds, a minimum number of calls
+//! before any verdict, ForcedOpen and Disabled), with what counts as a
+//! failure left to the caller, as gobreaker's `IsSuccessful` does.
+//!
+//! # Design decisions
+//!
+//! Peers disagree on the edge cases; each decision here is written on the
+//! item it concerns:
+//!
+//! - when the breaker evaluates its rates, how thresholds compare, what is
+//!   slow, when the open wait ends, how many probes pass, what a panic
+//!   records, and what happens to the window on each transition: the
+//!   "Decisions on edge semantics" of [`CircuitBreaker`];
+//! - the bulkhead's wait order (first come, first served, and no barging
+//!   past a waiter), capacity changes and closing: [`Bulkhead`]; a wait at
+//!   its deadline (a free permit is still taken, a queued waiter gives up):
+//!   [`Bulkhead::acquire_until`];
+//! - a request budget covers the whole protected call, the wait for a slot
+//!   included, and a call cut by the caller's budget is not the system's
+//!   failure: [`Policy`];
+//! - bad settings are refused with an error that names the setting:
+//!   [`BreakerConfigError`], [`policy::PolicyConfigError`].
+//!
 //! # Features
 //!
 //! | feature | default | what it adds | needs |
@@ -106,7 +144,7 @@
 //! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
 //! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
 //! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and a policy | std |
-//! | `metrics` | no | `metrics` — exporters under the seeds' metric names, handles registered once | std |
+//! | `metrics` | no | `metrics` — exporters under plain Prometheus names (`bulkhead_rejected_total`, `circuit_breaker_state`, …) with the system's name as the `system` label, handles registered once | std |
 //! | `tracing` | no | one `tracing` event per breaker transition and per refusal | std |
 //! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
 //!

@@ -1,5 +1,7 @@
 //! Export bulkhead, breaker and policy numbers through the [`metrics`]
-//! facade (feature `metrics`), under the names the seeds use.
+//! facade (feature `metrics`), under plain names (`bulkhead_rejected_total`,
+//! `circuit_breaker_state`, …) labelled with the system's name, so one
+//! dashboard serves every system.
 //!
 //! An exporter is made once per system, from the bulkhead, breaker or
 //! policy it reports on: it registers its gauge and counter handles at

@@ -1,7 +1,9 @@
 //! tower `Layer`s and `Service`s (feature `tower`).
 //!
-//! Inbound load shedding as seed 004 describes it ("a semaphore on requests in
-//! flight with a short slot wait, and a 503 when no slot was had"), and the
+//! Inbound load shedding — a limit on the requests in flight, a short wait
+//! for a slot, and a quick 503 with `Retry-After` when none came free, which
+//! serves everyone better than slow answers to all: the refused clients
+//! retry later or degrade, the admitted ones are answered in time — and the
 //! breaker and the whole [`Policy`] around any tower service:
 //!
 //! | layer | service | refusal |
@@ -234,7 +236,9 @@ impl<C> Admission<C> for FailFast {
 }
 
 /// Wait for a permit for at most this long, then refuse with
-/// [`AcquireError::TimedOut`] (seed 004: 50 ms in its middleware).
+/// [`AcquireError::TimedOut`]. For load shedding, tens of milliseconds
+/// (50 ms, say): long enough for a slot to come free from a quick request,
+/// too short to turn the limit into a queue.
 ///
 /// # Examples
 ///
@@ -289,7 +293,7 @@ impl<C: Timer> Admission<C> for MaxWait {
 /// use watertight::tower::BulkheadLayer;
 ///
 /// let slow = Arc::new(Bulkhead::new("report", 8, TokioClock));
-/// // Wait up to 50 ms for a slot, as seed 004's middleware does.
+/// // Wait up to 50 ms for a slot, then answer 503.
 /// let layer = BulkheadLayer::new(slow.clone()).max_wait(Duration::from_millis(50));
 /// let app = tower::ServiceBuilder::new()
 ///     .layer(layer)

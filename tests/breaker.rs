@@ -1440,7 +1440,7 @@ fn new_panics_on_a_window_above_capacity() {
 }
 
 #[test]
-fn defaults_equal_seed_002() {
+fn defaults_are_the_documented_ones() {
     let d = BreakerConfig::DEFAULT;
     assert_eq!(d, cfg(builder()));
     assert_eq!(d, BreakerConfig::default());

@@ -11,8 +11,8 @@
 //! of `metrics()` and which outstanding permits are probes.
 //!
 //! The model encodes the documented semantics, not the implementation: the
-//! `CircuitBreaker` doc section "Decisions on edge semantics", the method and
-//! field docs, and DESIGN.md "Decisions on edge semantics". In particular:
+//! `CircuitBreaker` doc section "Decisions on edge semantics" and the method
+//! and field docs. In particular:
 //!
 //! - rates are evaluated after every recorded outcome once the window holds
 //!   `minimum_calls`; `rate >= threshold` trips; slow is strictly longer than

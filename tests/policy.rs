@@ -1,6 +1,7 @@
 #![cfg(not(loom))]
 //! Deterministic tests of `Policy` on a `ManualClock`, through the public API
-//! only (issue 5, items 3–6).
+//! only: the order of the layers, slot waits, call timeouts, request budgets,
+//! classifiers and cancellation.
 //!
 //! Each test drives policy calls by hand (`common::Task`), advancing the
 //! clock between polls, so it can check the exact instant each layer answers,

@@ -145,7 +145,7 @@ fn every_breaker_field_deserializes() {
 }
 
 #[test]
-fn breaker_aliases_follow_the_builder_and_the_seeds() {
+fn breaker_aliases_follow_the_builder_and_common_setting_names() {
     let c = breaker(vec![
         ("minimum_calls", V::U(7)),
         ("failure_rate_threshold", V::U(40)),
@@ -167,7 +167,7 @@ fn a_fraction_is_refused_with_the_percent_hint() {
         let err = breaker(vec![("slow_call_rate", v)]);
         assert_names(err, "slow_call_rate", "thresholds are percent");
     }
-    // The seeds' own env line, `CLIENT_SBER__CB_FAILURE_RATE=0.5`.
+    // A fraction where percent is meant, from the environment: refused.
     let err = envy::prefixed("CLIENT_SBER__").from_iter::<_, PolicyConfig>(env(&[
         ("CLIENT_SBER__MAX_CONCURRENT", "16"),
         ("CLIENT_SBER__CB_FAILURE_RATE", "0.5"),
@@ -349,7 +349,7 @@ fn every_policy_field_deserializes() {
 fn a_policy_with_only_its_size_has_the_builders_defaults() {
     let c = policy(vec![("max_concurrent", V::U(4))]).unwrap();
     assert_eq!(c, PolicyConfig::builder(4).build().unwrap());
-    // Seed 000's names for the bulkhead.
+    // The bulkhead's names as Python services often spell them (`bulkhead_*`).
     let c = policy(vec![
         ("bulkhead_max_concurrent", V::U(16)),
         ("bulkhead_acquire_timeout", V::F(0.1)),
@@ -558,8 +558,8 @@ fn a_window_above_the_policys_capacity_is_refused_by_policy_new() {
     assert!(Policy::<_, 128>::new("s", config, &clock).is_ok());
 }
 
-/// An application's own settings and the policy's under one prefix, as the
-/// seeds keep the HTTP client's timeouts beside the breaker's settings.
+/// An application's own settings and the policy's under one prefix, as a
+/// service keeps its HTTP client's timeouts beside the breaker's settings.
 #[test]
 fn flattened_into_the_applications_settings() {
     #[derive(Debug, serde::Deserialize)]

@@ -40,7 +40,7 @@ fn unavailable(retry_after: u64) -> Response {
 
 async fn shed(err: BulkheadError<Infallible>) -> Response {
     match err {
-        BulkheadError::Rejected(_) => unavailable(1), // seed 004's "Retry-After: 1"
+        BulkheadError::Rejected(_) => unavailable(1), // load shedding: "come back in a second"
         BulkheadError::Inner(never) => match never {},
     }
 }

@@ -1295,12 +1295,12 @@ pub async fn policy_layers_in_order<R: Runtime>(rt: R) {
     assert_eq!(m.available, 2, "the breaker's refusal gave the slot back");
 }
 
-/// (p) Issue 5 item 5: "payments" hangs and "inventory" answers at once, on
-/// one runtime. Of the payments calls, each that got a slot ran out of its
-/// call timeout (its future dropped, a failure counted) and each that did
-/// not was refused by the bulkhead; every inventory call, made while
-/// payments hangs, succeeds without a refusal and its breaker sees no
-/// failure.
+/// (p) One system hanging does not touch another: "payments" hangs and
+/// "inventory" answers at once, on one runtime. Of the payments calls, each
+/// that got a slot ran out of its call timeout (its future dropped, a
+/// failure counted) and each that did not was refused by the bulkhead;
+/// every inventory call, made while payments hangs, succeeds without a
+/// refusal and its breaker sees no failure.
 pub async fn policies_isolate_a_hanging_system<R: Runtime>(rt: R) {
     const PAYMENTS: usize = 8;
     const INVENTORY: usize = 12;
