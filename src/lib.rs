@@ -97,7 +97,7 @@
 //!
 //! | feature | default | what it adds | needs |
 //! |---|---|---|---|
-//! | `std` | yes | [`clock::StdClock`]; a permit dropped while panicking records a failure | implies `alloc` |
+//! | `std` | yes | [`clock::StdClock`]; a call or permit that panics records a failure | implies `alloc` |
 //! | `alloc` | via `std` | waiting (`acquire*`), owned permits (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`]; a policy with a slot wait | an allocator: each *wait* allocates one listener node (event-listener); `try_acquire`, an acquire that succeeds at once, and release never allocate |
 //! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic | a `critical-section` implementation in the firmware |
 //! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |

@@ -23,8 +23,8 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::breaker::{
-    err_is_failure, BreakerConfig, BreakerConfigError, CircuitBreaker, ErrIsFailure, Guard,
-    Outcome, Raw, Rejection,
+    err_is_failure, fail_on_unwind, BreakerConfig, BreakerConfigError, CircuitBreaker,
+    ErrIsFailure, Guard, Outcome, Raw, Rejection,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
@@ -1131,6 +1131,11 @@ pin_project_lite::pin_project! {
     /// drops the call, records nothing for the breaker (a half-open probe
     /// slot is given back) and gives the bulkhead slot back.
     ///
+    /// Under `std`, a call (or classifier) that panics records a failure as
+    /// the panic unwinds out of `poll`, however it is caught (a task
+    /// harness, `catch_unwind` on the future or on the thread); the slot
+    /// goes back when the future is dropped.
+    ///
     /// # Examples
     ///
     /// Named, so it can sit in a struct without a box:
@@ -1329,8 +1334,12 @@ where
             "`PolicyCall` polled after completion"
         );
 
-        // The call, polled once before a timer is armed.
-        let result = match poll_call(this.dispatch, this.fut.as_mut(), cx) {
+        // The call, polled once before a timer is armed. A panic in it is a
+        // failure, recorded as it unwinds (see `breaker::fail_on_unwind`).
+        let polled = fail_on_unwind(breaker, this.raw, || {
+            poll_call(this.dispatch, this.fut.as_mut(), cx)
+        });
+        let result = match polled {
             Poll::Ready(result) => result,
             Poll::Pending => {
                 if this.sleep.is_none() {
@@ -1378,8 +1387,9 @@ where
         this.fut.set(None);
         this.sleep.set(None);
         let classify = this.classify.take().expect("classifier taken once");
+        let outcome = fail_on_unwind(breaker, this.raw, || classify.judge(&result));
         if let Some(raw) = this.raw.take() {
-            breaker.finish(raw, classify.judge(&result));
+            breaker.finish(raw, outcome);
         }
         *this.held = false;
         bulkhead.release(1);

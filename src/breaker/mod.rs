@@ -372,9 +372,11 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// - **Generations**: every transition bumps a generation. An outcome
 ///   recorded on a permit of an older generation changes nothing and is
 ///   counted as stale.
-/// - **Panics**: under `std`, a permit dropped while its thread panics records
-///   a failure; a permit dropped otherwise without an outcome (cancellation)
-///   records nothing and frees its half-open slot.
+/// - **Panics**: under `std`, a call of [`call`](Self::call) that panics
+///   records a failure as the panic unwinds out of its `poll`, whoever
+///   catches it; a [`CallPermit`] dropped while its thread panics records a
+///   failure; a permit or call dropped otherwise without an outcome
+///   (cancellation) records nothing and frees its half-open slot.
 /// - **Operator switches**: [`force_open`](Self::force_open) refuses
 ///   everything; [`disable`](Self::disable) admits everything and records
 ///   nothing; [`reset`](Self::reset) empties the window and closes, from any
@@ -689,7 +691,9 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     ///
     /// Dropping the future before it completes drops the call and records
     /// nothing; a half-open probe slot it held is given back. Under `std`,
-    /// if the call panics, the unwinding records a failure.
+    /// if the call (or the classifier) panics, the unwinding records a
+    /// failure as it leaves `poll`, however the panic is caught: a task
+    /// harness, `catch_unwind` on the future, or on the thread.
     ///
     /// # Examples
     ///
@@ -1622,6 +1626,51 @@ fn abandon<C: Clock, const N: usize, H: OnTransition>(breaker: &CircuitBreaker<C
     breaker.release(raw);
 }
 
+/// Runs `poll` (a step of a call future that holds the permit `raw`) so
+/// that a panic unwinding out of it records a failure on `raw` there and
+/// then, whoever catches the panic: a task harness, `catch_unwind` around
+/// the future, or `std::panic::catch_unwind` around the executor. A future
+/// dropped after its panic was caught (as `FutureExt::catch_unwind` does)
+/// cannot tell that drop from a cancellation, so the unwind is caught here,
+/// in `poll`.
+///
+/// The guard is armed only while `poll` runs and is forgotten when it
+/// returns, so only an unwind can drop it armed: it reads no thread-local
+/// state and costs nothing when `poll` returns. Without `std` there is no
+/// unwinding to catch (`no_std` targets abort on panic), and no guard.
+#[inline(always)]
+pub(crate) fn fail_on_unwind<B: sealed::Guard + ?Sized, R>(
+    breaker: &B,
+    raw: &mut Option<Raw>,
+    poll: impl FnOnce() -> R,
+) -> R {
+    #[cfg(feature = "std")]
+    let guard = Unwinding { breaker, raw };
+    #[cfg(not(feature = "std"))]
+    let _ = (breaker, raw);
+    let r = poll();
+    #[cfg(feature = "std")]
+    core::mem::forget(guard);
+    r
+}
+
+/// Armed by [`fail_on_unwind`]: dropped only by an unwind, it records a
+/// failure on the permit it holds.
+#[cfg(feature = "std")]
+struct Unwinding<'a, B: sealed::Guard + ?Sized> {
+    breaker: &'a B,
+    raw: &'a mut Option<Raw>,
+}
+
+#[cfg(feature = "std")]
+impl<B: sealed::Guard + ?Sized> Drop for Unwinding<'_, B> {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.breaker.finish(raw, Outcome::Failure);
+        }
+    }
+}
+
 impl<C: Clock, const N: usize, H: OnTransition> Drop for CallPermit<'_, C, N, H> {
     fn drop(&mut self) {
         abandon(self.breaker, self.raw);
@@ -1690,7 +1739,9 @@ pin_project_lite::pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it before it completes drops the call and records nothing;
-    /// a half-open probe slot it held is given back.
+    /// a half-open probe slot it held is given back. Under `std`, a call
+    /// (or classifier) that panics records a failure as the panic unwinds
+    /// out of `poll`, however the panic is caught.
     ///
     /// # Examples
     ///
@@ -1749,22 +1800,25 @@ where
                 }
             }
         }
-        let Some(classify) = this.classify.take() else {
+        if this.classify.is_none() {
             panic!("`Call` polled after completion");
-        };
-        match this.call.poll(cx) {
-            Poll::Pending => {
-                *this.classify = Some(classify);
-                Poll::Pending
-            }
-            Poll::Ready(result) => {
-                let outcome = classify(&result);
-                if let Some(raw) = this.raw.take() {
-                    this.breaker.finish(raw, outcome);
-                }
-                Poll::Ready(result.map_err(CallError::Failed))
-            }
         }
+        let (call, classify) = (this.call, this.classify);
+        // A panic in the call or its classifier is a failure, recorded as it
+        // unwinds (see `fail_on_unwind`).
+        let polled = fail_on_unwind(*this.breaker, this.raw, || {
+            let result = core::task::ready!(call.poll(cx));
+            let classify = classify.take().expect("checked above");
+            let outcome = classify(&result);
+            Poll::Ready((result, outcome))
+        });
+        let Poll::Ready((result, outcome)) = polled else {
+            return Poll::Pending;
+        };
+        if let Some(raw) = this.raw.take() {
+            this.breaker.finish(raw, outcome);
+        }
+        Poll::Ready(result.map_err(CallError::Failed))
     }
 }
 
