@@ -796,7 +796,11 @@ impl<C, const N: usize> Policy<C, N> {
     }
 }
 
-impl<C: Timer + Clone, const N: usize> Policy<C, N> {
+// The clock's bound is on each method rather than on this block, so that a
+// clock that cannot wait (`StdClock`) gets `Timer`'s own message ("cannot
+// wait", naming the clocks that can) instead of "method exists but its trait
+// bounds were not satisfied".
+impl<C, const N: usize> Policy<C, N> {
     /// Runs the call `make()` through the three layers (see the type docs):
     /// an `Err` is a failure for the breaker, an `Ok` a success.
     ///
@@ -826,6 +830,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// ```
     pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -864,6 +869,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// ```
     pub fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> PolicyCall<&Self, Make<F>, K>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -903,6 +909,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         make: F,
     ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -945,6 +952,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         classify: K,
     ) -> PolicyCall<&Self, Make<F>, K>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
