@@ -418,18 +418,55 @@ fn state_reads_half_open_once_the_wait_is_over_without_a_call() {
     clock.advance(10 * SEC);
     assert_eq!(b.state(), State::HalfOpen);
     assert_eq!(b.state(), State::HalfOpen);
+    // Reading changed nothing: no transition told.
+    assert_eq!(log.borrow().len(), 1);
+    // The snapshot agrees with `state()`: half-open, with the empty window
+    // an episode starts with, since the end of the open wait.
     let m = b.metrics();
     assert_eq!(m.state, State::HalfOpen);
-    // Reading changed nothing: no transition, the frozen window, the trip's time.
-    assert_eq!(log.borrow().len(), 1);
-    assert_eq!((m.calls, m.failed_calls), (2, 2));
-    assert_eq!(m.last_transition, Some(at(MS)));
-    // The next call is the first probe and begins the episode.
+    assert_eq!((m.calls, m.failed_calls, m.slow_calls), (0, 0, 0));
+    assert_eq!((m.failure_rate, m.slow_call_rate), (None, None));
+    assert_eq!(m.last_transition, Some(at(MS + 10 * SEC)));
+    clock.advance(2 * SEC);
+    assert_eq!(b.metrics().last_transition, Some(at(MS + 10 * SEC)));
+    assert_eq!(b.metrics().calls, 0);
+    // The next call is the first probe and makes the transition, dated at
+    // its admission.
     let probe = b.try_acquire().unwrap();
     assert!(probe.is_probe());
     assert_eq!(log.borrow().len(), 2);
-    assert_eq!(b.metrics().last_transition, Some(at(MS + 10 * SEC)));
-    probe.ignore();
+    assert_eq!(log.borrow()[1].at, at(MS + 12 * SEC));
+    let m = b.metrics();
+    assert_eq!((m.state, m.calls), (State::HalfOpen, 0));
+    assert_eq!(m.last_transition, Some(at(MS + 12 * SEC)));
+    probe.failure();
+    let m = b.metrics();
+    assert_eq!((m.state, m.calls, m.failed_calls), (State::Open, 1, 1));
+}
+
+#[test]
+fn metrics_of_an_expired_episode_agree_with_state_through_the_next_wait() {
+    let clock = ManualClock::new();
+    let config = cfg(small().half_open_calls(1).max_half_open_wait(5 * SEC));
+    let b: CircuitBreaker<_, 4> = CircuitBreaker::new("h", config, &clock);
+    fail(&b, 2);
+    clock.advance(10 * SEC);
+    let stuck = b.try_acquire().unwrap(); // half-open at 10 s
+    clock.advance(5 * SEC); // ran out at 15 s: Open, by the clock
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(m.last_transition, Some(at(15 * SEC)));
+    // After that open wait too, still untouched: half-open with an empty
+    // window since 25 s.
+    clock.advance(10 * SEC);
+    let m = b.metrics();
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        (m.state, m.calls, m.failure_rate),
+        (State::HalfOpen, 0, None)
+    );
+    assert_eq!(m.last_transition, Some(at(25 * SEC)));
+    drop(stuck);
 }
 
 // ---- half-open -------------------------------------------------------------
@@ -740,9 +777,13 @@ fn closed_to_open_keeps_the_window() {
         (m.calls, m.failed_calls, m.failure_rate),
         (4, 2, Some(50.0))
     );
-    // Still there when the wait is over, until a probe begins an episode.
-    clock.advance(10 * SEC);
+    // Kept for the whole wait; once it is over, the snapshot shows the
+    // half-open episode `state()` reports, with its empty window.
+    clock.advance(10 * SEC - US);
     assert_eq!(counts(&b), (4, 2, 0));
+    clock.advance(US);
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(counts(&b), (0, 0, 0));
 }
 
 #[test]
@@ -838,6 +879,59 @@ fn disabled_admits_everything_and_records_nothing() {
     // The frozen window of the trip, untouched; nothing stale, nothing rejected.
     assert_eq!((m.calls, m.failed_calls, m.slow_calls), (2, 2, 0));
     assert_eq!((m.stale, m.rejected), (0, 0));
+}
+
+#[test]
+fn reset_from_closed_tells_nothing_and_keeps_last_transition() {
+    let clock = ManualClock::new();
+    let log = RefCell::new(Vec::new());
+    let b =
+        CircuitBreaker::<_, 4, _>::with_listener("r", cfg(small()), &clock, |t: &Transition| {
+            log.borrow_mut().push(*t)
+        });
+    // Never transitioned: a reset of the closed breaker tells nothing.
+    succeed(&b, 1);
+    let old = b.try_acquire().unwrap();
+    clock.advance(SEC);
+    b.reset();
+    assert!(
+        log.borrow().is_empty(),
+        "reset from Closed told {:?}",
+        log.borrow()
+    );
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.calls, m.last_transition),
+        (State::Closed, 0, None)
+    );
+    old.failure();
+    assert_eq!(
+        b.metrics().stale,
+        1,
+        "a permit from before the reset is stale"
+    );
+
+    // After a real transition, a reset from Closed leaves its time alone.
+    fail(&b, 2); // Closed -> Open at 1 s
+    clock.advance(10 * SEC);
+    succeed(&b, 2); // HalfOpen at 11 s, Closed at 11 s
+    assert_eq!(b.state(), State::Closed);
+    let told = log.borrow().len();
+    clock.advance(SEC);
+    b.reset();
+    assert_eq!(log.borrow().len(), told);
+    assert_eq!(b.metrics().last_transition, Some(at(11 * SEC)));
+
+    // From any other state it is a transition, told as such.
+    fail(&b, 2); // Open at 12 s
+    clock.advance(SEC);
+    b.reset();
+    let last = *log.borrow().last().unwrap();
+    assert_eq!(
+        (last.from, last.to, last.at),
+        (State::Open, State::Closed, at(13 * SEC))
+    );
+    assert!(log.borrow().iter().all(|t| t.from != t.to));
 }
 
 #[test]
@@ -1147,8 +1241,11 @@ fn metrics_last_transition_is_none_then_the_time_of_the_last_one() {
     assert_eq!(b.metrics().last_transition, None);
     fail(&b, 1); // 1 of 2: trips at 5 ms
     assert_eq!(b.metrics().last_transition, Some(at(5 * MS)));
-    clock.advance(10 * SEC + 3 * MS);
+    clock.advance(10 * SEC - US);
     assert_eq!(b.metrics().last_transition, Some(at(5 * MS)));
+    // Half-open by the clock since the end of the wait, 10.005 s.
+    clock.advance(3 * MS + US);
+    assert_eq!(b.metrics().last_transition, Some(at(10 * SEC + 5 * MS)));
     succeed(&b, 1); // the probe begins an episode at 10.008 s
     assert_eq!(b.metrics().last_transition, Some(at(10 * SEC + 8 * MS)));
     clock.advance(2 * MS);

@@ -183,6 +183,14 @@ pub struct Transition {
 
 /// Told about every state change of a breaker: for logs and metrics.
 ///
+/// Only changes of state are told: `from` and `to` always differ. A
+/// [`reset`](CircuitBreaker::reset) of a closed breaker empties its window
+/// but changes no state, so it tells nothing. A transition the clock makes
+/// lazily (the end of the open wait) is told when a call makes it: the first
+/// half-open probe, with `at` the moment of that probe; until then
+/// [`state`](CircuitBreaker::state) and [`metrics`](CircuitBreaker::metrics)
+/// already report it.
+///
 /// `()` is the listener of a breaker made with [`CircuitBreaker::new`]: it
 /// does nothing and costs nothing. Any `Fn(&Transition)` is a listener.
 ///
@@ -369,6 +377,9 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 ///   an empty window (half-open probes are recorded in it for metrics; they
 ///   decide through their own counts). ForcedOpen and Disabled keep the
 ///   window frozen too. Rejected and stale counts run over the breaker's life.
+///   [`metrics`](Self::metrics) shows the state [`state`](Self::state)
+///   reports: once the open wait is over, HalfOpen with an empty window,
+///   even before the first probe makes the transition.
 /// - **Generations**: every transition bumps a generation. An outcome
 ///   recorded on a permit of an older generation changes nothing and is
 ///   counted as stale.
@@ -380,7 +391,8 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// - **Operator switches**: [`force_open`](Self::force_open) refuses
 ///   everything; [`disable`](Self::disable) admits everything and records
 ///   nothing; [`reset`](Self::reset) empties the window and closes, from any
-///   state. Each is a transition.
+///   state. Each is a transition, but a reset of a closed breaker, which
+///   changes no state (it only starts a fresh window).
 /// - **Bad config**: refused with a [`BreakerConfigError`] naming the field,
 ///   never clamped.
 ///
@@ -782,41 +794,73 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// assert_eq!(b.state(), State::Closed);
     /// ```
     pub fn state(&self) -> State {
+        self.look().state
+    }
+
+    /// The state as the clock makes it, and, when the state word lags
+    /// behind (the open wait is over but no probe has come yet, or a
+    /// half-open episode ran out of time), when the state it reports began.
+    fn look(&self) -> Look {
         let mut s = self.state.load(Acquire);
         let now = self.now();
         loop {
+            let settled = |bits| Look {
+                state: State::from_bits(bits),
+                lazy: None,
+            };
             return match word::state(s) {
                 OPEN => match self.began(s, now) {
                     Began::At(opened) if now >= opened.saturating_add(self.open_duration()) => {
-                        State::HalfOpen
+                        Look {
+                            state: State::HalfOpen,
+                            lazy: Some(opened.saturating_add(self.open_duration())),
+                        }
                     }
                     Began::Moved(current) => {
                         s = current;
                         continue;
                     }
-                    _ => State::Open,
+                    _ => settled(OPEN),
                 },
                 HALF_OPEN if self.config.max_half_open_ns != 0 => {
                     match self.half_open_expiry(s, now) {
-                        Expiry::At(expired)
-                            if now < expired.saturating_add(self.open_duration()) =>
-                        {
-                            State::Open
+                        Expiry::At(expired) => {
+                            let reopens = expired.saturating_add(self.open_duration());
+                            if now < reopens {
+                                Look {
+                                    state: State::Open,
+                                    lazy: Some(expired),
+                                }
+                            } else {
+                                Look {
+                                    state: State::HalfOpen,
+                                    lazy: Some(reopens),
+                                }
+                            }
                         }
                         Expiry::Moved(current) => {
                             s = current;
                             continue;
                         }
-                        _ => State::HalfOpen,
+                        Expiry::Not => settled(HALF_OPEN),
                     }
                 }
-                bits => State::from_bits(bits),
+                bits => settled(bits),
             };
         }
     }
 
     /// A snapshot of the breaker's numbers. Each field is read atomically;
     /// the snapshot as a whole is not (a call may land between two reads).
+    ///
+    /// The snapshot agrees with [`state`](Self::state), which consults the
+    /// clock: once the open wait is over (and before the first probe makes
+    /// the transition), it shows HalfOpen with the empty window a half-open
+    /// episode starts with, and `last_transition` at the end of the open
+    /// wait; a half-open episode that ran out of time shows Open, with
+    /// `last_transition` at the moment it ran out. When the first probe
+    /// comes, the transition it makes (and tells an [`OnTransition`]
+    /// listener about) is dated at that probe's admission.
     ///
     /// # Examples
     ///
@@ -830,9 +874,35 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// b.try_acquire().unwrap().success();
     /// assert_eq!(b.metrics().failure_rate, Some(0.0));
     /// ```
+    ///
+    /// After the open wait, before any probe:
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::{Instant, ManualClock};
+    /// use core::time::Duration;
+    /// use watertight::breaker::State;
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = BreakerConfig::builder().window_size(2).minimum_calls(2).build().unwrap();
+    /// let b: CircuitBreaker<_, 2> = CircuitBreaker::new("x", config, &clock);
+    /// b.try_acquire().unwrap().failure();
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.metrics().failure_rate, Some(100.0)); // open: why it opened
+    /// clock.advance(Duration::from_secs(31)); // the open wait is 30 s
+    /// let m = b.metrics();
+    /// assert_eq!((m.state, m.calls, m.failure_rate), (State::HalfOpen, 0, None));
+    /// assert_eq!(m.last_transition, Some(Instant::ZERO + Duration::from_secs(30)));
+    /// ```
     pub fn metrics(&self) -> BreakerMetrics {
-        let state = self.state();
-        let counts = self.window.counts(self.config.window_size as usize);
+        let look = self.look();
+        // Half-open by the clock while the word still says Open: the episode
+        // has not begun in the word, so its (empty) window is not installed.
+        let fresh = look.state == State::HalfOpen && look.lazy.is_some();
+        let counts = if fresh {
+            Counts::default()
+        } else {
+            self.window.counts(self.config.window_size as usize)
+        };
         let rate = |n: usize| {
             if counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
                 Some(n as f32 * 100.0 / counts.calls as f32)
@@ -840,8 +910,12 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 None
             }
         };
+        let last_transition = match look.lazy {
+            Some(at) => Some(word::floor(at)),
+            None => word::read_any(self.stamp.load(Acquire), self.now()),
+        };
         BreakerMetrics {
-            state,
+            state: look.state,
             failure_rate: rate(counts.failures),
             slow_call_rate: rate(counts.slow),
             calls: counts.calls,
@@ -849,22 +923,8 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             slow_calls: counts.slow,
             rejected: self.rejected.load(Relaxed),
             stale: self.stale.load(Relaxed),
-            last_transition: self.last_transition(),
+            last_transition,
         }
-    }
-
-    /// When the last transition happened, counting a half-open episode that
-    /// has run out (which `state()` already reports as Open) as reopened at
-    /// the moment it ran out.
-    fn last_transition(&self) -> Option<Instant> {
-        let s = self.state.load(Acquire);
-        let now = self.now();
-        if word::state(s) == HALF_OPEN && self.config.max_half_open_ns != 0 {
-            if let Expiry::At(expired) = self.half_open_expiry(s, now) {
-                return Some(word::floor(expired));
-            }
-        }
-        word::read_any(self.stamp.load(Acquire), now)
     }
 
     /// Forces the breaker open: every call is refused with
@@ -903,9 +963,15 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         self.switch_to(DISABLED)
     }
 
-    /// Empties the window and closes the breaker, from any state (also from
-    /// Closed, where it starts a fresh window). Outcomes of permits taken
-    /// before count as stale.
+    /// Empties the window and closes the breaker, from any state. Outcomes
+    /// of permits taken before count as stale.
+    ///
+    /// From Closed it changes no state: it starts a fresh window (and a new
+    /// generation, so earlier permits' outcomes are stale), but it is not a
+    /// transition: an [`OnTransition`] listener is told nothing, `tracing`
+    /// gets no event, and `metrics().last_transition` stays where it was.
+    /// (A distinct "reset" event was the other choice; a listener that
+    /// needs one can be called next to `reset()` by the operator's code.)
     ///
     /// # Examples
     ///
@@ -1329,8 +1395,16 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
         let gen = word::gen(to);
-        let (stamp, at) = word::stamp_and_floor(gen, at);
         let current = || self.current(gen);
+        if word::state(from) == word::state(to) {
+            // A reset of a closed breaker: a new generation and an empty
+            // window, but no state change, so nothing to tell and no new
+            // transition time (a closed state's stamp is never read but for
+            // `last_transition`).
+            self.window.install(gen, current);
+            return Ok(());
+        }
+        let (stamp, at) = word::stamp_and_floor(gen, at);
         self.publish(&self.stamp, gen, stamp);
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
@@ -1370,6 +1444,14 @@ fn hint(ns: u64) -> Duration {
 enum Landed {
     Yes,
     Stale,
+}
+
+/// The state as [`CircuitBreaker::state`] reports it and, when the state
+/// word lags behind the clock, when that state began.
+#[derive(Debug, Clone, Copy)]
+struct Look {
+    state: State,
+    lazy: Option<Instant>,
 }
 
 /// What the stamp says about when a state began.
