@@ -1,7 +1,8 @@
 //! tower `Layer`s and `Service`s (feature `tower`).
 //!
-//! Inbound load shedding as seed 004 describes it ("a semaphore on requests in
-//! flight with a short slot wait, and a 503 when no slot was had"), and the
+//! Inbound load shedding (a semaphore on requests in flight with a short slot
+//! wait, and a 503 when no slot was had: the Azure bulkhead pattern applied
+//! to a server's own handlers), and the
 //! breaker and the whole [`Policy`] around any tower service:
 //!
 //! | layer | service | refusal |
@@ -234,7 +235,7 @@ impl<C> Admission<C> for FailFast {
 }
 
 /// Wait for a permit for at most this long, then refuse with
-/// [`AcquireError::TimedOut`] (seed 004: 50 ms in its middleware).
+/// [`AcquireError::TimedOut`] (for load shedding, some 50 ms).
 ///
 /// # Examples
 ///
@@ -289,7 +290,7 @@ impl<C: Timer> Admission<C> for MaxWait {
 /// use watertight::tower::BulkheadLayer;
 ///
 /// let slow = Arc::new(Bulkhead::new("report", 8, TokioClock));
-/// // Wait up to 50 ms for a slot, as seed 004's middleware does.
+/// // Wait up to 50 ms for a slot, then shed the request.
 /// let layer = BulkheadLayer::new(slow.clone()).max_wait(Duration::from_millis(50));
 /// let app = tower::ServiceBuilder::new()
 ///     .layer(layer)

@@ -1,8 +1,9 @@
 //! A lock-free circuit breaker with a count window in a ring of atomics.
 //!
 //! See [`CircuitBreaker`] for the type, [`BreakerConfig`] for its settings and
-//! their defaults (seed 002), and the decisions on edge semantics it
-//! documents.
+//! their defaults (a 50-call count window, 50 % failure rate, 30 s open, 3
+//! probes), and the decisions on edge semantics it documents, where circuit
+//! breakers such as resilience4j's and gobreaker differ.
 
 mod config;
 mod error;
@@ -19,7 +20,7 @@ use core::time::Duration;
 use crate::clock::{nanos, Clock, Instant};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
-pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
+pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
 pub use error::{CallError, Rejection};
 pub(crate) use sealed::Guard;
 pub(crate) use sealed::Raw;
@@ -1913,7 +1914,7 @@ impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
     }
 }
 
-// Size targets (issue 4): a breaker with a 64-call window on the std clock
+// Size targets: a breaker with a 64-call window on the std clock
 // fits in 160 bytes on x86_64; on thumbv7em and thumbv6m, with a zero-sized
 // clock such as `EmbassyClock`, in 136 (32-bit stamps, counters and name).
 #[cfg(all(target_arch = "x86_64", feature = "std", not(loom)))]
