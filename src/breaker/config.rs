@@ -704,7 +704,7 @@ impl BreakerConfigError {
     ///
     /// # Examples
     ///
-    /// ```should_panic = "breaker config: half_open_calls is 300; allowed: 1 to 255"
+    /// ```should_panic
     /// use watertight::BreakerConfig;
     ///
     /// const PROBES: BreakerConfig = match BreakerConfig::builder().half_open_calls(3).build() {
@@ -712,6 +712,8 @@ impl BreakerConfigError {
     ///     Err(e) => e.panic(), // a compile-time error, naming the field
     /// };
     /// assert_eq!(PROBES.half_open_calls(), 3);
+    /// // At run time it is a panic: "breaker config: half_open_calls is 300;
+    /// // allowed: 1 to 255".
     /// match BreakerConfig::builder().half_open_calls(300).build() {
     ///     Ok(_) => unreachable!(),
     ///     Err(e) => e.panic(),
