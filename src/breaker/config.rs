@@ -805,8 +805,10 @@ impl Msg {
             self.str("over 1e15");
             return;
         }
-        // Ten-thousandths, rounded; f32 has about seven significant digits.
-        let scaled = (a as f64 * 10_000.0 + 0.5) as u64;
+        // Ten-thousandths, rounded, in f32 (single precision is what a
+        // Cortex-M4F does in hardware): exact for the thresholds of
+        // interest, and about seven significant digits for the rest.
+        let scaled = (a * 10_000.0 + 0.5) as u64;
         self.uint(scaled / 10_000);
         let mut frac = scaled % 10_000;
         if frac != 0 {
