@@ -896,8 +896,8 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// ```
     pub fn metrics(&self) -> BreakerMetrics {
         let look = self.look();
-        // Half-open by the clock while the word still says Open: the episode
-        // has not begun in the word, so its (empty) window is not installed.
+        // Half-open by the clock while the word lags behind (no probe has
+        // begun the episode yet): its empty window is not installed.
         let fresh = look.state == State::HalfOpen && look.lazy.is_some();
         let counts = if fresh {
             Counts::default()
@@ -1883,20 +1883,25 @@ where
                 }
             }
         }
-        if this.classify.is_none() {
+        let Some(classify) = this.classify.take() else {
             panic!("`Call` polled after completion");
-        }
-        let (call, classify) = (this.call, this.classify);
+        };
+        let call = this.call;
         // A panic in the call or its classifier is a failure, recorded as it
-        // unwinds (see `fail_on_unwind`).
-        let polled = fail_on_unwind(*this.breaker, this.raw, || {
-            let result = core::task::ready!(call.poll(cx));
-            let classify = classify.take().expect("checked above");
-            let outcome = classify(&result);
-            Poll::Ready((result, outcome))
+        // unwinds (see `fail_on_unwind`). Pending, the classifier comes back.
+        let polled = fail_on_unwind(*this.breaker, this.raw, move || match call.poll(cx) {
+            Poll::Pending => Err(classify),
+            Poll::Ready(result) => {
+                let outcome = classify(&result);
+                Ok((result, outcome))
+            }
         });
-        let Poll::Ready((result, outcome)) = polled else {
-            return Poll::Pending;
+        let (result, outcome) = match polled {
+            Ok(done) => done,
+            Err(classify) => {
+                *this.classify = Some(classify);
+                return Poll::Pending;
+            }
         };
         if let Some(raw) = this.raw.take() {
             this.breaker.finish(raw, outcome);
