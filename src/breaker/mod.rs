@@ -1397,19 +1397,20 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
         let gen = word::gen(to);
         let current = || self.current(gen);
-        if word::state(from) == word::state(to) {
-            // A reset of a closed breaker: a new generation and an empty
-            // window, but no state change, so nothing to tell and no new
-            // transition time (a closed state's stamp is never read but for
-            // `last_transition`).
-            self.window.install(gen, current);
-            return Ok(());
-        }
+        // A reset of a closed breaker changes no state: a new generation and
+        // an empty window, but no new transition time (a closed state's
+        // stamp is never read but for `last_transition`) and nothing to tell.
+        let changed = word::state(from) != word::state(to);
         let (stamp, at) = word::stamp_and_floor(gen, at);
-        self.publish(&self.stamp, gen, stamp);
+        if changed {
+            self.publish(&self.stamp, gen, stamp);
+        }
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
             _ => self.window.freeze(current),
+        }
+        if !changed {
+            return Ok(());
         }
         self.listener.on_transition(&Transition {
             name: self.name,
