@@ -1,7 +1,8 @@
 #![cfg(not(loom))]
 //! A call that panics is a failure for the breaker, however the panic is
 //! caught: a tokio task, a smol task, futures-lite's `catch_unwind` on the
-//! future, or a plain thread that dies of it. Each of the breaker's call
+//! future, a plain thread that dies of it, or `std::panic::catch_unwind`
+//! around the executor. Each of the breaker's call
 //! futures is tried each way: `CircuitBreaker::call`/`call_with`,
 //! `Policy::call`/`call_with`, and (with `tower`) the breaker and policy
 //! services' futures.
@@ -41,6 +42,8 @@ enum Catch {
     FutureCatchUnwind,
     /// A plain thread that dies of the panic (`join()` is an `Err`).
     Thread,
+    /// `std::panic::catch_unwind` around `block_on` on this thread.
+    StdCatchUnwind,
 }
 
 /// Runs `job` (which panics) and checks that the panic was caught as `how`
@@ -68,6 +71,12 @@ where
         }
         Catch::FutureCatchUnwind => {
             let r = futures_lite::future::block_on(AssertUnwindSafe(job).catch_unwind());
+            assert!(r.is_err());
+        }
+        Catch::StdCatchUnwind => {
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                drop(futures_lite::future::block_on(job));
+            }));
             assert!(r.is_err());
         }
         Catch::Thread => {
@@ -234,6 +243,7 @@ macro_rules! each_catch {
         mod smol_task { $($(#[$attr])* #[test] fn $scenario() { super::$scenario(super::Catch::Smol) })* }
         mod catch_unwind { $($(#[$attr])* #[test] fn $scenario() { super::$scenario(super::Catch::FutureCatchUnwind) })* }
         mod plain_thread { $($(#[$attr])* #[test] fn $scenario() { super::$scenario(super::Catch::Thread) })* }
+        mod std_catch_unwind { $($(#[$attr])* #[test] fn $scenario() { super::$scenario(super::Catch::StdCatchUnwind) })* }
     };
 }
 
