@@ -25,9 +25,10 @@
 //! | `half_open_calls` | calls | 3 |
 //! | `max_half_open_wait` | duration | no limit |
 //!
-//! Thresholds are percent: `30` means 30 %. A value in (0, 1] (the seeds'
-//! `cb_failure_rate: 0.30`) is refused with a hint that percent is meant; a
-//! trailing `%` is accepted (`"30%"`).
+//! Thresholds are percent: `30` means 30 %, kept to a hundredth of a
+//! percent, and must be in (1, 100] as kept, the builder's rule. A value in
+//! (0, 1] (a fraction, as in `cb_failure_rate: 0.30`) is refused with a hint
+//! that percent is meant; a trailing `%` is accepted (`"30%"`).
 //!
 //! # Policy ([`PolicyConfig`])
 //!
@@ -44,15 +45,15 @@
 //! Exactly one of `max_concurrent` and `pool_size` must be set. The breaker
 //! is given either nested (`breaker: { failure_rate: 30 }`, for TOML, YAML,
 //! JSON) or flat with the `cb_` prefix (`cb_failure_rate = 30`, for
-//! environment variables, as the seeds do: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30`
+//! environment variables: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30`
 //! read with `envy::prefixed("CLIENT_PAYMENTS__")`); setting both is refused.
 //! The breaker's window is checked against the policy's capacity `N` by
 //! [`Policy::new`](crate::Policy::new), which names `window_size`.
 //!
 //! # Durations
 //!
-//! A number is seconds, whole or not (`30`, `0.25`, as the seeds' pydantic
-//! settings write `cb_open_duration: float = 30.0`); a string may carry a
+//! A number is seconds, whole or not (`30`, `0.25`, as Python settings such
+//! as pydantic's write `cb_open_duration: float = 30.0`); a string may carry a
 //! unit: `"250ms"`, `"30s"`, `"2m"`, `"1h"`, `"1.5s"`, `"500us"`, `"10ns"`
 //! (no unit: seconds). Negative, NaN, infinite and unparsable values are
 //! refused with the field named; zero is refused where the builder refuses
@@ -65,8 +66,8 @@ use core::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
-use crate::breaker::{BreakerConfig, BreakerConfigError};
-use crate::policy::{PolicyConfig, PolicyConfigError};
+use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
+use crate::policy::{PolicyConfig, PolicyConfigError, PolicyField};
 
 // ------------------------------------------------------------ field values
 
@@ -442,12 +443,12 @@ impl RawBreaker {
 }
 
 /// The builder's field name as the input spells it.
-fn breaker_key(field: &str) -> &str {
+fn breaker_key(field: BreakerField) -> &'static str {
     match field {
-        "minimum_calls" => "min_calls",
-        "failure_rate_threshold" => "failure_rate",
-        "slow_call_rate_threshold" => "slow_call_rate",
-        other => other,
+        BreakerField::MinimumCalls => "min_calls",
+        BreakerField::FailureRateThreshold => "failure_rate",
+        BreakerField::SlowCallRateThreshold => "slow_call_rate",
+        other => other.name(),
     }
 }
 
@@ -459,7 +460,7 @@ fn breaker_error<E: de::Error>(prefix: &str, e: BreakerConfigError) -> E {
 }
 
 /// Reads a breaker config from a map of the keys below, each optional
-/// (a missing key keeps seed 002's default), and checks it with
+/// (a missing key keeps the builder's default), and checks it with
 /// [`BreakerConfig::builder`]; an error names the key.
 ///
 /// | key (alias) | unit | default |
@@ -579,11 +580,6 @@ impl RawPolicy {
                 ))
             }
             (Some(n), None) => (PolicyConfig::builder(n), "max_concurrent"),
-            (None, Some(0)) => {
-                return Err(E::custom(
-                    "invalid value for `pool_size`: pool_size must not be zero",
-                ))
-            }
             (None, Some(pool)) => (PolicyConfig::for_pool(pool), "pool_size"),
             (None, None) => {
                 return Err(E::custom(
@@ -605,8 +601,8 @@ impl RawPolicy {
             PolicyConfigError::Breaker(e) => breaker_error("", e),
             e => {
                 let key = match e.field() {
-                    "max_concurrent" => size_key,
-                    other => other,
+                    PolicyField::MaxConcurrent => size_key,
+                    other => other.name(),
                 };
                 let hint = match e {
                     PolicyConfigError::MaxWaitTooLong { .. } => {
@@ -635,8 +631,8 @@ impl RawPolicy {
 /// | `cb_window_size`, `cb_min_calls`, `cb_failure_rate`, … | the breaker's keys, flat, with a `cb_` prefix | defaults |
 ///
 /// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
-/// either nested (TOML, YAML, JSON) or flat (environment variables, as the
-/// seeds do: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30` read with
+/// either nested (TOML, YAML, JSON) or flat (environment variables:
+/// `CLIENT_PAYMENTS__CB_FAILURE_RATE=30` read with
 /// `envy::prefixed("CLIENT_PAYMENTS__")`), not both. The breaker's window is
 /// checked against the policy's `N` by [`Policy::new`](crate::Policy::new).
 /// Durations, numbers-as-strings and null as for [`BreakerConfig`]. With

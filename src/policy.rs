@@ -1,6 +1,8 @@
 //! One policy per external system: bulkhead, breaker and deadline in one call.
 //!
-//! The seeds put three layers around every outbound call, in this order:
+//! Three layers go around every outbound call, in this order (the order
+//! resilience4j recommends for its decorators, and the Azure bulkhead
+//! pattern's "isolate, then fail fast"):
 //! the **bulkhead** outside (how many calls to this system at once; wait for
 //! a slot only briefly), the **circuit breaker** inside it (do not call a
 //! system that is clearly failing), the **deadline** innermost (how long this
@@ -12,9 +14,8 @@
 //!
 //! # Why "policy"
 //!
-//! It is the name users of Polly and resilience4j look for, and what DESIGN.md
-//! calls it; one [`Policy`] per system (`"payments"`, `"inventory"`), never
-//! one shared by all.
+//! It is the name users of Polly and resilience4j look for; one [`Policy`]
+//! per system (`"payments"`, `"inventory"`), never one shared by all.
 
 use core::fmt;
 use core::future::Future;
@@ -23,16 +24,16 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::breaker::{
-    err_is_failure, BreakerConfig, BreakerConfigError, CircuitBreaker, ErrIsFailure, Guard,
-    Outcome, Raw, Rejection,
+    err_is_failure, fail_on_unwind, BreakerConfig, BreakerConfigError, BreakerField,
+    CircuitBreaker, ErrIsFailure, Guard, Outcome, Raw, Rejection,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
-/// a bulkhead is a fail-fast limit, not a queue (seeds 000/001: "≤ 100 ms,
-/// never more than 1 s").
+/// a bulkhead is a fail-fast limit, not a queue (wait for a slot 100 ms or
+/// so, never more than 1 s).
 pub const LONGEST_USUAL_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// How one system is guarded: slots, slot wait, call timeout, breaker.
@@ -44,7 +45,7 @@ pub const LONGEST_USUAL_MAX_WAIT: Duration = Duration::from_secs(1);
 /// use watertight::BreakerConfig;
 /// use watertight::policy::PolicyConfig;
 ///
-/// // An HTTP client pool of 10 connections: 8 calls at once (seed 001's × 0.8).
+/// // An HTTP client pool of 10 connections: 8 calls at once (pool × 0.8).
 /// let payments = PolicyConfig::for_pool(10)
 ///     .max_wait(Duration::from_millis(100))
 ///     .call_timeout(Duration::from_secs(5))
@@ -66,7 +67,7 @@ pub struct PolicyConfig {
 
 impl PolicyConfig {
     /// A builder for `max_concurrent` calls at once, with a 100 ms slot wait,
-    /// a 30 s call timeout (seed 002's read timeout) and the breaker's
+    /// a 30 s call timeout (a common HTTP read timeout) and the breaker's
     /// defaults.
     ///
     /// # Examples
@@ -87,24 +88,33 @@ impl PolicyConfig {
             call_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::DEFAULT,
             allow_long_max_wait: false,
+            from_pool: false,
         }
     }
 
     /// A builder sized from the connection pool in front of the system:
-    /// `max_concurrent = pool_size × 0.8` rounded down, at least 1 (seeds
-    /// 000/001: leave a fifth of the pool for health checks and retries, so
-    /// the bulkhead, not the pool, is what refuses).
+    /// `max_concurrent = pool_size × 0.8` rounded down, at least 1 (leave a
+    /// fifth of the pool for health checks and retries, so that the
+    /// bulkhead, not the pool, is what refuses).
+    ///
+    /// A pool of 0 is refused by [`build`](PolicyConfigBuilder::build) with
+    /// [`PolicyConfigError::PoolSizeZero`], the error `Deserialize` gives for
+    /// `pool_size = 0`. (Like every other setting, it is checked by `build`,
+    /// so that this stays a `const fn` returning a builder.)
     ///
     /// # Examples
     ///
     /// ```
-    /// use watertight::policy::PolicyConfig;
+    /// use watertight::policy::{PolicyConfig, PolicyConfigError};
     /// assert_eq!(PolicyConfig::for_pool(10).build().unwrap().max_concurrent(), 8);
     /// assert_eq!(PolicyConfig::for_pool(1).build().unwrap().max_concurrent(), 1);
+    /// assert_eq!(PolicyConfig::for_pool(0).build(), Err(PolicyConfigError::PoolSizeZero));
     /// ```
     pub const fn for_pool(pool_size: usize) -> PolicyConfigBuilder {
         let n = pool_size / 5 * 4 + pool_size % 5 * 4 / 5;
-        PolicyConfig::builder(if n == 0 { 1 } else { n })
+        let mut b = PolicyConfig::builder(if n == 0 && pool_size > 0 { 1 } else { n });
+        b.from_pool = true;
+        b
     }
 
     /// Calls allowed at once.
@@ -195,6 +205,8 @@ pub struct PolicyConfigBuilder {
     call_timeout: Duration,
     breaker: BreakerConfig,
     allow_long_max_wait: bool,
+    /// Made by [`PolicyConfig::for_pool`]: a zero size is the pool's.
+    from_pool: bool,
 }
 
 impl PolicyConfigBuilder {
@@ -293,7 +305,8 @@ impl PolicyConfigBuilder {
     /// # Errors
     ///
     /// A [`PolicyConfigError`] naming the field: `max_concurrent` zero or
-    /// above [`Bulkhead::MAX_PERMITS`]; `max_wait` above 1 s without
+    /// above [`Bulkhead::MAX_PERMITS`]; a [`for_pool`](PolicyConfig::for_pool)
+    /// size of zero; `max_wait` above 1 s without
     /// [`allow_long_max_wait`](Self::allow_long_max_wait), or above zero
     /// without the `alloc` feature (waiting for a slot needs it);
     /// `call_timeout` zero.
@@ -314,7 +327,11 @@ impl PolicyConfigBuilder {
     /// ```
     pub const fn build(self) -> Result<PolicyConfig, PolicyConfigError> {
         if self.max_concurrent == 0 {
-            return Err(PolicyConfigError::MaxConcurrentZero);
+            return Err(if self.from_pool {
+                PolicyConfigError::PoolSizeZero
+            } else {
+                PolicyConfigError::MaxConcurrentZero
+            });
         }
         if self.max_concurrent > Bulkhead::<()>::MAX_PERMITS {
             return Err(PolicyConfigError::MaxConcurrentTooLarge {
@@ -354,11 +371,14 @@ impl PolicyConfigBuilder {
 /// let err = PolicyConfig::builder(4).max_wait(Duration::from_secs(2)).build().unwrap_err();
 /// assert!(matches!(err, PolicyConfigError::MaxWaitTooLong { .. }));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum PolicyConfigError {
     /// `max_concurrent` is zero.
     MaxConcurrentZero,
+    /// The pool size given to [`PolicyConfig::for_pool`] (or as `pool_size`
+    /// to `Deserialize`) is zero.
+    PoolSizeZero,
     /// `max_concurrent` is above what a bulkhead holds.
     MaxConcurrentTooLarge {
         /// [`Bulkhead::MAX_PERMITS`].
@@ -376,6 +396,76 @@ pub enum PolicyConfigError {
     Breaker(BreakerConfigError),
 }
 
+/// A setting of a [`PolicyConfig`], as [`PolicyConfigError::field`] names
+/// it: match on it to map errors; [`name`](Self::name) is how the builder
+/// spells it, for messages.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::breaker::BreakerField;
+/// use watertight::policy::{PolicyConfig, PolicyField};
+///
+/// let err = PolicyConfig::for_pool(0).build().unwrap_err();
+/// assert_eq!(err.field(), PolicyField::PoolSize);
+/// assert_eq!(err.field().name(), "pool_size");
+///
+/// let breaker = watertight::BreakerConfig::builder().window_size(32).build().unwrap();
+/// let config = PolicyConfig::builder(4).breaker(breaker).build().unwrap();
+/// let clock = watertight::clock::ManualClock::new();
+/// let err = watertight::Policy::<_, 16>::new("x", config, &clock).unwrap_err();
+/// assert_eq!(err.field(), PolicyField::Breaker(BreakerField::WindowSize));
+/// assert_eq!(err.field(), "window_size"); // compares the name
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PolicyField {
+    /// `max_concurrent`.
+    MaxConcurrent,
+    /// `pool_size`, of [`PolicyConfig::for_pool`].
+    PoolSize,
+    /// `max_wait`.
+    MaxWait,
+    /// `call_timeout`.
+    CallTimeout,
+    /// A setting of the breaker.
+    Breaker(BreakerField),
+}
+
+impl PolicyField {
+    /// The setting's name, as the builders spell it (a breaker setting by
+    /// its own name, `window_size`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyField;
+    /// assert_eq!(PolicyField::CallTimeout.name(), "call_timeout");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            PolicyField::MaxConcurrent => "max_concurrent",
+            PolicyField::PoolSize => "pool_size",
+            PolicyField::MaxWait => "max_wait",
+            PolicyField::CallTimeout => "call_timeout",
+            PolicyField::Breaker(f) => f.name(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A field equals its [`name`](PolicyField::name).
+impl PartialEq<&str> for PolicyField {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
+    }
+}
+
 impl PolicyConfigError {
     /// The setting at fault, as the builder spells it.
     ///
@@ -391,13 +481,14 @@ impl PolicyConfigError {
     /// let msg = format!("payments.{}: {err}", err.field());
     /// assert_eq!(msg, "payments.call_timeout: call_timeout must not be zero");
     /// ```
-    pub const fn field(&self) -> &'static str {
+    pub const fn field(&self) -> PolicyField {
         match self {
             PolicyConfigError::MaxConcurrentZero
-            | PolicyConfigError::MaxConcurrentTooLarge { .. } => "max_concurrent",
-            PolicyConfigError::MaxWaitTooLong { .. } => "max_wait",
-            PolicyConfigError::CallTimeoutZero => "call_timeout",
-            PolicyConfigError::Breaker(e) => e.field(),
+            | PolicyConfigError::MaxConcurrentTooLarge { .. } => PolicyField::MaxConcurrent,
+            PolicyConfigError::PoolSizeZero => PolicyField::PoolSize,
+            PolicyConfigError::MaxWaitTooLong { .. } => PolicyField::MaxWait,
+            PolicyConfigError::CallTimeoutZero => PolicyField::CallTimeout,
+            PolicyConfigError::Breaker(e) => PolicyField::Breaker(e.field()),
         }
     }
 }
@@ -406,6 +497,7 @@ impl fmt::Display for PolicyConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyConfigError::MaxConcurrentZero => f.write_str("max_concurrent must not be zero"),
+            PolicyConfigError::PoolSizeZero => f.write_str("pool_size must not be zero"),
             PolicyConfigError::MaxConcurrentTooLarge { max } => {
                 write!(f, "max_concurrent must be at most {max}")
             }
@@ -636,8 +728,8 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
     }
 }
 
-/// Bulkhead, breaker and deadline for one external system, in the seeds'
-/// order: bulkhead outside, breaker inside, deadline innermost.
+/// Bulkhead, breaker and deadline for one external system, in this order:
+/// bulkhead outside, breaker inside, deadline innermost.
 ///
 /// [`call`](Self::call) runs a call through the three:
 ///
@@ -785,7 +877,11 @@ impl<C, const N: usize> Policy<C, N> {
     }
 }
 
-impl<C: Timer + Clone, const N: usize> Policy<C, N> {
+// The clock's bound is on each method rather than on this block, so that a
+// clock that cannot wait (`StdClock`) gets `Timer`'s own message ("cannot
+// wait", naming the clocks that can) instead of "method exists but its trait
+// bounds were not satisfied".
+impl<C, const N: usize> Policy<C, N> {
     /// Runs the call `make()` through the three layers (see the type docs):
     /// an `Err` is a failure for the breaker, an `Ok` a success.
     ///
@@ -815,6 +911,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// ```
     pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -853,6 +950,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
     /// ```
     pub fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> PolicyCall<&Self, Make<F>, K>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -892,6 +990,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         make: F,
     ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -934,6 +1033,7 @@ impl<C: Timer + Clone, const N: usize> Policy<C, N> {
         classify: K,
     ) -> PolicyCall<&Self, Make<F>, K>
     where
+        C: Timer + Clone,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -1114,6 +1214,11 @@ pin_project_lite::pin_project! {
     /// Dropping it at any point leaves a slot wait (counted as cancelled),
     /// drops the call, records nothing for the breaker (a half-open probe
     /// slot is given back) and gives the bulkhead slot back.
+    ///
+    /// Under `std`, a call (or classifier) that panics records a failure as
+    /// the panic unwinds out of `poll`, however it is caught (a task
+    /// harness, `catch_unwind` on the future or on the thread); the slot
+    /// goes back when the future is dropped.
     ///
     /// # Examples
     ///
@@ -1312,8 +1417,12 @@ where
             "`PolicyCall` polled after completion"
         );
 
-        // The call, polled once before a timer is armed.
-        let result = match poll_call(this.dispatch, this.fut.as_mut(), cx) {
+        // The call, polled once before a timer is armed. A panic in it is a
+        // failure, recorded as it unwinds (see `breaker::fail_on_unwind`).
+        let polled = fail_on_unwind(breaker, this.raw, || {
+            poll_call(this.dispatch, this.fut.as_mut(), cx)
+        });
+        let result = match polled {
             Poll::Ready(result) => result,
             Poll::Pending => {
                 if this.sleep.is_none() {
@@ -1361,8 +1470,9 @@ where
         this.fut.set(None);
         this.sleep.set(None);
         let classify = this.classify.take().expect("classifier taken once");
+        let outcome = fail_on_unwind(breaker, this.raw, || classify.judge(&result));
         if let Some(raw) = this.raw.take() {
-            breaker.finish(raw, classify.judge(&result));
+            breaker.finish(raw, outcome);
         }
         *this.held = false;
         bulkhead.release(1);

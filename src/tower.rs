@@ -56,7 +56,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::breaker::{CircuitBreaker, Guard, Outcome, Raw, Rejection};
+use crate::breaker::{fail_on_unwind, CircuitBreaker, Guard, Outcome, Raw, Rejection};
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
 use crate::futures::AcquireOwnedTimeout;
@@ -1173,8 +1173,9 @@ pin_project! {
     /// breaker's permit riding along. No allocation.
     ///
     /// Completed, it records the classifier's verdict; dropped before, it
-    /// records nothing and gives a half-open probe slot back (a failure if
-    /// dropped while the thread panics).
+    /// records nothing and gives a half-open probe slot back. A call that
+    /// panics records a failure as the panic unwinds out of `poll`, however
+    /// it is caught (and one dropped while its thread panics, too).
     ///
     /// # Cancel safety
     ///
@@ -1245,12 +1246,20 @@ where
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             panic!("`BreakerFuture` polled after completion");
         };
-        let Poll::Ready(result) = inner.poll(cx) else {
+        // A panic in the call or its classifier is a failure, recorded as
+        // it unwinds (see `breaker::fail_on_unwind`).
+        let classify = this.classify;
+        let polled = fail_on_unwind(&**this.breaker, this.raw, || {
+            let result = core::task::ready!(inner.poll(cx));
+            let outcome = classify.take().map(|k| k.classify(&result));
+            Poll::Ready((result, outcome))
+        });
+        let Poll::Ready((result, outcome)) = polled else {
             return Poll::Pending;
         };
         this.inner.set(None);
-        if let (Some(raw), Some(classify)) = (this.raw.take(), this.classify.take()) {
-            this.breaker.finish(raw, classify.classify(&result));
+        if let (Some(raw), Some(outcome)) = (this.raw.take(), outcome) {
+            this.breaker.finish(raw, outcome);
         }
         Poll::Ready(result.map_err(BreakerError::Inner))
     }

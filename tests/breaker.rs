@@ -12,7 +12,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use futures_lite::future;
-use watertight::breaker::{BreakerConfigBuilder, OnTransition, State, Transition};
+use watertight::breaker::{BreakerConfigBuilder, BreakerField, OnTransition, State, Transition};
 use watertight::clock::{Clock, Instant, ManualClock, StdClock};
 use watertight::{
     BreakerConfig, BreakerConfigError, CallError, CircuitBreaker, Outcome, Rejection,
@@ -418,18 +418,55 @@ fn state_reads_half_open_once_the_wait_is_over_without_a_call() {
     clock.advance(10 * SEC);
     assert_eq!(b.state(), State::HalfOpen);
     assert_eq!(b.state(), State::HalfOpen);
+    // Reading changed nothing: no transition told.
+    assert_eq!(log.borrow().len(), 1);
+    // The snapshot agrees with `state()`: half-open, with the empty window
+    // an episode starts with, since the end of the open wait.
     let m = b.metrics();
     assert_eq!(m.state, State::HalfOpen);
-    // Reading changed nothing: no transition, the frozen window, the trip's time.
-    assert_eq!(log.borrow().len(), 1);
-    assert_eq!((m.calls, m.failed_calls), (2, 2));
-    assert_eq!(m.last_transition, Some(at(MS)));
-    // The next call is the first probe and begins the episode.
+    assert_eq!((m.calls, m.failed_calls, m.slow_calls), (0, 0, 0));
+    assert_eq!((m.failure_rate, m.slow_call_rate), (None, None));
+    assert_eq!(m.last_transition, Some(at(MS + 10 * SEC)));
+    clock.advance(2 * SEC);
+    assert_eq!(b.metrics().last_transition, Some(at(MS + 10 * SEC)));
+    assert_eq!(b.metrics().calls, 0);
+    // The next call is the first probe and makes the transition, dated at
+    // its admission.
     let probe = b.try_acquire().unwrap();
     assert!(probe.is_probe());
     assert_eq!(log.borrow().len(), 2);
-    assert_eq!(b.metrics().last_transition, Some(at(MS + 10 * SEC)));
-    probe.ignore();
+    assert_eq!(log.borrow()[1].at, at(MS + 12 * SEC));
+    let m = b.metrics();
+    assert_eq!((m.state, m.calls), (State::HalfOpen, 0));
+    assert_eq!(m.last_transition, Some(at(MS + 12 * SEC)));
+    probe.failure();
+    let m = b.metrics();
+    assert_eq!((m.state, m.calls, m.failed_calls), (State::Open, 1, 1));
+}
+
+#[test]
+fn metrics_of_an_expired_episode_agree_with_state_through_the_next_wait() {
+    let clock = ManualClock::new();
+    let config = cfg(small().half_open_calls(1).max_half_open_wait(5 * SEC));
+    let b: CircuitBreaker<_, 4> = CircuitBreaker::new("h", config, &clock);
+    fail(&b, 2);
+    clock.advance(10 * SEC);
+    let stuck = b.try_acquire().unwrap(); // half-open at 10 s
+    clock.advance(5 * SEC); // ran out at 15 s: Open, by the clock
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(m.last_transition, Some(at(15 * SEC)));
+    // After that open wait too, still untouched: half-open with an empty
+    // window since 25 s.
+    clock.advance(10 * SEC);
+    let m = b.metrics();
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        (m.state, m.calls, m.failure_rate),
+        (State::HalfOpen, 0, None)
+    );
+    assert_eq!(m.last_transition, Some(at(25 * SEC)));
+    drop(stuck);
 }
 
 // ---- half-open -------------------------------------------------------------
@@ -740,9 +777,13 @@ fn closed_to_open_keeps_the_window() {
         (m.calls, m.failed_calls, m.failure_rate),
         (4, 2, Some(50.0))
     );
-    // Still there when the wait is over, until a probe begins an episode.
-    clock.advance(10 * SEC);
+    // Kept for the whole wait; once it is over, the snapshot shows the
+    // half-open episode `state()` reports, with its empty window.
+    clock.advance(10 * SEC - US);
     assert_eq!(counts(&b), (4, 2, 0));
+    clock.advance(US);
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(counts(&b), (0, 0, 0));
 }
 
 #[test]
@@ -838,6 +879,59 @@ fn disabled_admits_everything_and_records_nothing() {
     // The frozen window of the trip, untouched; nothing stale, nothing rejected.
     assert_eq!((m.calls, m.failed_calls, m.slow_calls), (2, 2, 0));
     assert_eq!((m.stale, m.rejected), (0, 0));
+}
+
+#[test]
+fn reset_from_closed_tells_nothing_and_keeps_last_transition() {
+    let clock = ManualClock::new();
+    let log = RefCell::new(Vec::new());
+    let b =
+        CircuitBreaker::<_, 4, _>::with_listener("r", cfg(small()), &clock, |t: &Transition| {
+            log.borrow_mut().push(*t)
+        });
+    // Never transitioned: a reset of the closed breaker tells nothing.
+    succeed(&b, 1);
+    let old = b.try_acquire().unwrap();
+    clock.advance(SEC);
+    b.reset();
+    assert!(
+        log.borrow().is_empty(),
+        "reset from Closed told {:?}",
+        log.borrow()
+    );
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.calls, m.last_transition),
+        (State::Closed, 0, None)
+    );
+    old.failure();
+    assert_eq!(
+        b.metrics().stale,
+        1,
+        "a permit from before the reset is stale"
+    );
+
+    // After a real transition, a reset from Closed leaves its time alone.
+    fail(&b, 2); // Closed -> Open at 1 s
+    clock.advance(10 * SEC);
+    succeed(&b, 2); // HalfOpen at 11 s, Closed at 11 s
+    assert_eq!(b.state(), State::Closed);
+    let told = log.borrow().len();
+    clock.advance(SEC);
+    b.reset();
+    assert_eq!(log.borrow().len(), told);
+    assert_eq!(b.metrics().last_transition, Some(at(11 * SEC)));
+
+    // From any other state it is a transition, told as such.
+    fail(&b, 2); // Open at 12 s
+    clock.advance(SEC);
+    b.reset();
+    let last = *log.borrow().last().unwrap();
+    assert_eq!(
+        (last.from, last.to, last.at),
+        (State::Open, State::Closed, at(13 * SEC))
+    );
+    assert!(log.borrow().iter().all(|t| t.from != t.to));
 }
 
 #[test]
@@ -1147,8 +1241,11 @@ fn metrics_last_transition_is_none_then_the_time_of_the_last_one() {
     assert_eq!(b.metrics().last_transition, None);
     fail(&b, 1); // 1 of 2: trips at 5 ms
     assert_eq!(b.metrics().last_transition, Some(at(5 * MS)));
-    clock.advance(10 * SEC + 3 * MS);
+    clock.advance(10 * SEC - US);
     assert_eq!(b.metrics().last_transition, Some(at(5 * MS)));
+    // Half-open by the clock since the end of the wait, 10.005 s.
+    clock.advance(3 * MS + US);
+    assert_eq!(b.metrics().last_transition, Some(at(10 * SEC + 5 * MS)));
     succeed(&b, 1); // the probe begins an episode at 10.008 s
     assert_eq!(b.metrics().last_transition, Some(at(10 * SEC + 8 * MS)));
     clock.advance(2 * MS);
@@ -1226,27 +1323,33 @@ fn listener_sees_every_transition_exactly_once() {
 // ---- config --------------------------------------------------------------------
 
 #[test]
-fn config_errors_name_the_field() {
+fn config_errors_name_the_field_the_value_and_the_range() {
     use BreakerConfigError as E;
-    let cases = [
+    use BreakerField as F;
+    let th = "percent in (1, 100], to a hundredth (30 means 30 %)";
+    let cases: Vec<(BreakerConfigBuilder, E, String)> = vec![
         (
             builder().window_size(0),
             E::Zero {
-                field: "window_size",
+                field: F::WindowSize,
             },
+            "window_size is 0; allowed: 1 to 1023, and at most the breaker's capacity N".into(),
         ),
         (
             builder().window_size(1_024),
             E::TooLarge {
-                field: "window_size",
+                field: F::WindowSize,
+                value: 1_024,
                 max: 1_023,
             },
+            "window_size is 1024; allowed: 1 to 1023".into(),
         ),
         (
             builder().minimum_calls(0),
             E::Zero {
-                field: "minimum_calls",
+                field: F::MinimumCalls,
             },
+            "minimum_calls is 0; allowed: 1 to window_size".into(),
         ),
         (
             builder().window_size(5).minimum_calls(6),
@@ -1254,102 +1357,289 @@ fn config_errors_name_the_field() {
                 minimum_calls: 6,
                 window_size: 5,
             },
+            "minimum_calls is 6; allowed: 1 to window_size (5)".into(),
         ),
         (
             builder().failure_rate_threshold(0.0),
             E::ThresholdOutOfRange {
-                field: "failure_rate_threshold",
+                field: F::FailureRateThreshold,
+                value: 0.0,
             },
+            format!("failure_rate_threshold is 0; allowed: {th}"),
         ),
         (
             builder().failure_rate_threshold(100.5),
             E::ThresholdOutOfRange {
-                field: "failure_rate_threshold",
+                field: F::FailureRateThreshold,
+                value: 100.5,
             },
+            format!("failure_rate_threshold is 100.5; allowed: {th}"),
         ),
         (
             builder().failure_rate_threshold(-50.0),
             E::ThresholdOutOfRange {
-                field: "failure_rate_threshold",
+                field: F::FailureRateThreshold,
+                value: -50.0,
             },
-        ),
-        (
-            builder().failure_rate_threshold(f32::NAN),
-            E::ThresholdOutOfRange {
-                field: "failure_rate_threshold",
-            },
+            format!("failure_rate_threshold is -50; allowed: {th}"),
         ),
         (
             builder().failure_rate_threshold(0.5),
             E::ThresholdLooksLikeFraction {
-                field: "failure_rate_threshold",
+                field: F::FailureRateThreshold,
+                value: 0.5,
             },
+            format!("failure_rate_threshold is 0.5, a fraction (write 50 for 50 %); allowed: {th}"),
         ),
         (
             builder().failure_rate_threshold(1.0),
             E::ThresholdLooksLikeFraction {
-                field: "failure_rate_threshold",
+                field: F::FailureRateThreshold,
+                value: 1.0,
             },
+            format!("failure_rate_threshold is 1, a fraction (write 100 for 100 %); allowed: {th}"),
         ),
         (
             builder().slow_call_rate_threshold(0.5),
             E::ThresholdLooksLikeFraction {
-                field: "slow_call_rate_threshold",
+                field: F::SlowCallRateThreshold,
+                value: 0.5,
             },
-        ),
-        (
-            builder().slow_call_rate_threshold(f32::NAN),
-            E::ThresholdOutOfRange {
-                field: "slow_call_rate_threshold",
-            },
+            format!(
+                "slow_call_rate_threshold is 0.5, a fraction (write 50 for 50 %); allowed: {th}"
+            ),
         ),
         (
             builder().open_duration(Duration::ZERO),
             E::Zero {
-                field: "open_duration",
+                field: F::OpenDuration,
             },
+            "open_duration is 0; allowed: above zero, up to ".into(),
         ),
         (
             builder().slow_call_duration(Duration::ZERO),
             E::Zero {
-                field: "slow_call_duration",
+                field: F::SlowCallDuration,
             },
+            "slow_call_duration is 0; allowed: above zero, up to ".into(),
         ),
         (
             builder().max_half_open_wait(Duration::ZERO),
             E::Zero {
-                field: "max_half_open_wait",
+                field: F::MaxHalfOpenWait,
             },
+            "max_half_open_wait is 0; allowed: above zero, up to ".into(),
         ),
         (
             builder().half_open_calls(0),
             E::Zero {
-                field: "half_open_calls",
+                field: F::HalfOpenCalls,
             },
+            "half_open_calls is 0; allowed: 1 to 255".into(),
         ),
         (
             builder().half_open_calls(256),
             E::TooLarge {
-                field: "half_open_calls",
+                field: F::HalfOpenCalls,
+                value: 256,
                 max: 255,
             },
+            "half_open_calls is 256; allowed: 1 to 255".into(),
         ),
     ];
-    for (b, expected) in cases {
+    for (b, expected, message) in cases {
         let err = b.build().expect_err("a bad config must be refused");
         assert_eq!(err, expected);
-        let field = match expected {
-            E::MinimumCallsAboveWindow { .. } => "minimum_calls",
-            E::Zero { field }
-            | E::TooLarge { field, .. }
-            | E::ThresholdOutOfRange { field }
-            | E::ThresholdLooksLikeFraction { field } => field,
-            other => unreachable!("{other:?}"),
-        };
-        assert_eq!(err.field(), field);
-        let message = err.to_string();
-        assert!(message.contains(field), "{message:?} names {field}");
+        assert_eq!(err.field(), expected.field());
+        assert_eq!(err.field(), err.field().name(), "the field equals its name");
+        let shown = err.to_string();
+        assert!(shown.starts_with(&message), "{shown:?} is not {message:?}");
+        // The field the error names is the one its message is about.
+        assert!(
+            shown.starts_with(&format!("{} is ", err.field().name())),
+            "{shown:?} is not about {}",
+            err.field()
+        );
+        // What a `const` config panics with: the same message.
+        let panicked = panic::catch_unwind(|| err.panic()).unwrap_err();
+        let panicked = panicked
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(panicked, format!("breaker config: {shown}"));
     }
+    // NaN, which equals nothing, not even itself.
+    for set in [
+        BreakerConfigBuilder::failure_rate_threshold as fn(BreakerConfigBuilder, f32) -> _,
+        BreakerConfigBuilder::slow_call_rate_threshold,
+    ] {
+        let err = set(builder(), f32::NAN).build().unwrap_err();
+        assert!(matches!(err, E::ThresholdOutOfRange { value, .. } if value.is_nan()));
+        assert!(err
+            .to_string()
+            .contains(" is NaN; allowed: percent in (1, 100]"));
+    }
+}
+
+#[test]
+fn field_names_are_the_builders() {
+    use BreakerField as F;
+    let all = [
+        (F::WindowSize, "window_size"),
+        (F::MinimumCalls, "minimum_calls"),
+        (F::FailureRateThreshold, "failure_rate_threshold"),
+        (F::SlowCallRateThreshold, "slow_call_rate_threshold"),
+        (F::SlowCallDuration, "slow_call_duration"),
+        (F::OpenDuration, "open_duration"),
+        (F::HalfOpenCalls, "half_open_calls"),
+        (F::MaxHalfOpenWait, "max_half_open_wait"),
+    ];
+    for (field, name) in all {
+        assert_eq!((field.name(), field.to_string()), (name, name.to_string()));
+        assert_eq!(field, name);
+        assert!(all.iter().filter(|(f, _)| *f == field).count() == 1);
+    }
+}
+
+/// One rule for both thresholds: kept to a hundredth of a percent, rounded
+/// to the nearest, and the kept value must be in (1, 100].
+#[test]
+fn threshold_rule_at_every_boundary() {
+    use BreakerConfigError as E;
+    let accepted: [(f32, f32); 8] = [
+        (1.01, 1.01),
+        (1.006, 1.01),
+        (1.5, 1.5),
+        (30.0, 30.0),
+        (33.333, 33.33),
+        (99.999, 100.0),
+        (100.0, 100.0),
+        (50.004, 50.0),
+    ];
+    let fraction = [f32::MIN_POSITIVE, 0.01, 0.3, 0.5, 0.999, 1.0];
+    let out_of_range = [
+        0.0,
+        -0.0,
+        -1.0,
+        -50.0,
+        1.001,
+        1.004,
+        100.001,
+        100.01,
+        100.5,
+        101.0,
+        1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    type Set = fn(BreakerConfigBuilder, f32) -> BreakerConfigBuilder;
+    type Get = fn(&BreakerConfig) -> f32;
+    let thresholds: [(Set, Get); 2] = [
+        (
+            BreakerConfigBuilder::failure_rate_threshold,
+            BreakerConfig::failure_rate_threshold,
+        ),
+        (
+            BreakerConfigBuilder::slow_call_rate_threshold,
+            BreakerConfig::slow_call_rate_threshold,
+        ),
+    ];
+    for (set, get) in thresholds {
+        for (p, kept) in accepted {
+            let c = set(builder(), p)
+                .build()
+                .unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert_eq!(get(&c), kept, "{p} is kept as {kept}");
+            // What is kept is accepted when given directly, as itself.
+            assert_eq!(set(builder(), kept).build(), Ok(c), "{p} and {kept}");
+        }
+        for p in fraction {
+            let err = set(builder(), p).build().unwrap_err();
+            assert!(
+                matches!(err, E::ThresholdLooksLikeFraction { value, .. } if value == p),
+                "{p}: {err:?}"
+            );
+        }
+        for p in out_of_range {
+            let err = set(builder(), p).build().unwrap_err();
+            assert!(
+                matches!(err, E::ThresholdOutOfRange { value, .. } if value == p),
+                "{p}: {err:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn optional_durations_can_be_turned_off_again() {
+    let base = builder()
+        .slow_call_duration(2 * SEC)
+        .max_half_open_wait(5 * SEC);
+    let on = cfg(base);
+    assert_eq!(
+        (on.slow_call_duration(), on.max_half_open_wait()),
+        (Some(2 * SEC), Some(5 * SEC))
+    );
+    let off = cfg(base.no_slow_call_duration().no_max_half_open_wait());
+    assert_eq!(
+        (off.slow_call_duration(), off.max_half_open_wait()),
+        (None, None)
+    );
+    assert_eq!(off, BreakerConfig::DEFAULT);
+    // And on again.
+    assert_eq!(
+        cfg(base.no_slow_call_duration().slow_call_duration(2 * SEC)),
+        on
+    );
+
+    // Off means off: a slow call is not slow, a stuck probe does not expire.
+    let clock = ManualClock::new();
+    let config = cfg(small()
+        .slow_call_duration(MS)
+        .max_half_open_wait(SEC)
+        .no_slow_call_duration()
+        .no_max_half_open_wait());
+    let b: CircuitBreaker<_, 4> = CircuitBreaker::new("d", config, &clock);
+    timed(&b, &clock, SEC, Outcome::Success);
+    assert_eq!(b.metrics().slow_calls, 0);
+    fail(&b, 1); // 1 of 2: open
+    clock.advance(10 * SEC);
+    let stuck = b.try_acquire().unwrap();
+    clock.advance(60 * SEC);
+    assert_eq!(b.state(), State::HalfOpen);
+    stuck.success();
+    assert_eq!(b.metrics().stale, 0);
+}
+
+/// `half_open_calls` is not capped by `window_size`: the probes are counted
+/// apart from the window.
+#[test]
+fn half_open_calls_above_the_window_size_work() {
+    let clock = ManualClock::new();
+    let config = cfg(builder()
+        .window_size(2)
+        .minimum_calls(2)
+        .open_duration(SEC)
+        .half_open_calls(5));
+    let b: CircuitBreaker<_, 2> = CircuitBreaker::new("p", config, &clock);
+    fail(&b, 2);
+    clock.advance(SEC);
+    let probes: Vec<_> = (0..5).map(|_| b.try_acquire().unwrap()).collect();
+    assert!(probes.iter().all(|p| p.is_probe()));
+    assert_eq!(b.try_acquire().unwrap_err(), Rejection::ProbesBusy);
+    for p in probes {
+        assert_eq!(b.state(), State::HalfOpen, "closes only after all five");
+        p.success();
+    }
+    assert_eq!(b.state(), State::Closed);
+    // And one failed probe of five reopens.
+    fail(&b, 2);
+    clock.advance(SEC);
+    succeed(&b, 4);
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.metrics().calls, 2, "the window shows the last two probes");
+    fail(&b, 1);
+    assert_eq!(b.state(), State::Open);
 }
 
 #[test]
@@ -1370,16 +1660,36 @@ fn config_refuses_durations_the_timestamps_cannot_hold() {
         ),
     ] {
         let err = set(builder(), Duration::MAX).build().unwrap_err();
-        let BreakerConfigError::DurationTooLong { field: named, max } = err else {
+        let BreakerConfigError::DurationTooLong {
+            field: named,
+            value,
+            max,
+        } = err
+        else {
             panic!("{field}: expected DurationTooLong, got {err:?}");
         };
-        assert_eq!((named, err.field()), (field, field));
-        assert!(err.to_string().contains(field));
+        assert_eq!((named, err.field()), (named, named));
+        assert_eq!(named, field);
+        assert_eq!(value, Duration::MAX);
+        assert!(err.to_string().starts_with(&format!("{field} is ")));
+        let shown_max = if max.subsec_nanos() == 0 {
+            format!("{} s", max.as_secs())
+        } else {
+            format!("{} ns", max.as_nanos())
+        };
+        assert!(err
+            .to_string()
+            .ends_with(&format!("; allowed: above zero, up to {shown_max}")));
         // The limit itself is accepted, a nanosecond more is not.
         assert!(set(builder(), max).build().is_ok(), "{field} at {max:?}");
+        let over = max + Duration::from_nanos(1);
         assert_eq!(
-            set(builder(), max + Duration::from_nanos(1)).build(),
-            Err(err)
+            set(builder(), over).build(),
+            Err(BreakerConfigError::DurationTooLong {
+                field: named,
+                value: over,
+                max
+            })
         );
     }
 }

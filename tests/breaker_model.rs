@@ -42,8 +42,12 @@
 //!   stale; Disabled records nothing (and its own permits are not stale while
 //!   it stays Disabled);
 //! - `force_open`, `disable` are transitions unless the breaker is already in
-//!   that state (they return whether they made the change); `reset` always
-//!   is one, and empties the window;
+//!   that state (they return whether they made the change); `reset` empties
+//!   the window and starts a new generation, and is a transition unless the
+//!   breaker is already Closed (then `last_transition` stays);
+//! - `metrics()` agrees with `state()`: once the open wait is over and before
+//!   the first probe, it shows HalfOpen, an empty window and the end of the
+//!   wait as `last_transition`;
 //! - `metrics().rejected` counts every rejection (Open, ProbesBusy,
 //!   ForcedOpen).
 //!
@@ -625,6 +629,13 @@ impl Model {
 
     fn reset(&mut self) {
         self.expire();
+        if self.phase == Phase::Closed {
+            // No state change: a fresh window and generation, but no
+            // transition (nothing told, `last_transition` unchanged).
+            self.gen += 1;
+            self.window.clear();
+            return;
+        }
         let now = self.now;
         self.transition(Phase::Closed, now);
     }
@@ -634,8 +645,28 @@ impl Model {
         self.expire();
     }
 
+    /// Half-open by the clock, before the first probe: when the open wait
+    /// ended.
+    fn lazily_half_open(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Open { opened_at } if self.now >= opened_at + self.open_ns() => {
+                Some(opened_at + self.open_ns())
+            }
+            _ => None,
+        }
+    }
+
+    /// The window as `metrics()` shows it: empty once the open wait is over
+    /// (the half-open episode `state()` reports starts empty).
+    fn shown_counts(&self) -> (usize, usize, usize) {
+        match self.lazily_half_open() {
+            Some(_) => (0, 0, 0),
+            None => self.counts(),
+        }
+    }
+
     fn metrics(&self) -> ModelMetrics {
-        let (calls, failed_calls, slow_calls) = self.counts();
+        let (calls, failed_calls, slow_calls) = self.shown_counts();
         ModelMetrics {
             state: self.state(),
             calls,
@@ -643,13 +674,13 @@ impl Model {
             slow_calls,
             rejected: self.rejected,
             stale: self.stale,
-            last_transition: self.last_transition,
+            last_transition: self.lazily_half_open().or(self.last_transition),
         }
     }
 
     /// Failure and slow-call rates in percent, `None` below the minimum.
     fn rates(&self) -> (Option<f64>, Option<f64>) {
-        let (calls, failed, slow) = self.counts();
+        let (calls, failed, slow) = self.shown_counts();
         if calls == 0 || calls < self.cfg.minimum_calls {
             return (None, None);
         }

@@ -51,7 +51,8 @@ fn assert_counters<C>(bh: &Bulkhead<C>, expected: (usize, usize, usize, usize, u
 }
 
 // ---------------------------------------------------------------------------
-// The seed's five tests (a Python semaphore bulkhead), translated.
+// The classic semaphore-bulkhead tests (as a Python service would write
+// them), translated.
 // ---------------------------------------------------------------------------
 
 #[test]
@@ -1281,4 +1282,31 @@ fn a_woken_waker_that_releases_a_permit_does_not_deadlock() {
         drop(first); // handed a permit it never saw: given back
         assert_eq!(bh.in_flight(), 0);
     });
+}
+
+#[test]
+fn ten_thousand_waiters_queue_and_are_served_in_order() {
+    // No cap on waiters but memory (the waiter count used to live in a
+    // 12-bit field of the state word: the 4096th was refused as `Full`).
+    let n = if cfg!(miri) { 40 } else { 10_000 };
+    let clock = ManualClock::new();
+    let bh = Bulkhead::new("busy", 1, &clock);
+    let held = bh.try_acquire().unwrap();
+    let mut waiters: Vec<_> = (0..n)
+        .map(|_| Task::pending(bh.acquire_timeout(Duration::from_millis(100))))
+        .collect();
+    let m = bh.metrics();
+    assert_eq!((m.waiting, m.queued, m.rejected()), (n, n, 0));
+    drop(held);
+    // Each permit goes to the next in line, and only to it.
+    for i in 0..n {
+        assert!(waiters[i].woken(), "waiter {i} was handed the permit");
+        let p = waiters[i].ready().unwrap();
+        if let Some(next) = waiters.get(i + 1) {
+            assert!(!next.woken(), "waiter {} woken out of turn", i + 1);
+        }
+        drop(p);
+    }
+    let m = bh.metrics();
+    assert_eq!((m.waiting, m.accepted, m.in_flight), (0, n + 1, 0));
 }

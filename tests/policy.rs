@@ -16,10 +16,10 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{now_or_never, Task};
-use watertight::breaker::State;
+use watertight::breaker::{BreakerField, State};
 use watertight::clock::{Clock, ManualClock, Timer};
 use watertight::deadline::Deadline;
-use watertight::policy::{Error, ErrorKind, Policy, PolicyConfig, PolicyConfigError};
+use watertight::policy::{Error, ErrorKind, Policy, PolicyConfig, PolicyConfigError, PolicyField};
 use watertight::{BreakerConfig, Bulkhead, Outcome, Rejection};
 
 const US: Duration = Duration::from_micros(1);
@@ -892,16 +892,84 @@ fn max_concurrent_for_pool(pool: usize) -> usize {
 fn for_pool_takes_four_fifths_rounded_down_at_least_one() {
     assert_eq!(max_concurrent_for_pool(10), 8);
     assert_eq!(max_concurrent_for_pool(1), 1);
-    assert_eq!(max_concurrent_for_pool(0), 1);
     assert_eq!(max_concurrent_for_pool(7), 5);
     assert_eq!(max_concurrent_for_pool(2), 1);
     assert_eq!(max_concurrent_for_pool(3), 2);
     assert_eq!(max_concurrent_for_pool(4), 3);
     assert_eq!(max_concurrent_for_pool(5), 4);
     assert_eq!(max_concurrent_for_pool(100), 80);
-    for pool in 0..=2_000usize {
+    for pool in 1..=2_000usize {
         let want = ((pool as u128 * 4) / 5).max(1) as usize;
         assert_eq!(max_concurrent_for_pool(pool), want, "pool {pool}");
+    }
+}
+
+#[test]
+fn for_pool_of_zero_is_refused_as_the_pool_size() {
+    let e = PolicyConfig::for_pool(0).build().unwrap_err();
+    assert_eq!(e, PolicyConfigError::PoolSizeZero);
+    assert_eq!(e.field(), PolicyField::PoolSize);
+    assert_eq!(e.field().name(), "pool_size");
+    assert_eq!(e.to_string(), "pool_size must not be zero");
+    // Refined further, still refused: the size is checked by `build`.
+    let e = PolicyConfig::for_pool(0)
+        .call_timeout(SEC)
+        .max_wait(Duration::ZERO)
+        .build();
+    assert_eq!(e, Err(PolicyConfigError::PoolSizeZero));
+    // `builder(0)` is the other setting's error.
+    let e = PolicyConfig::builder(0).build().unwrap_err();
+    assert_eq!(e.field(), PolicyField::MaxConcurrent);
+}
+
+#[test]
+fn policy_fields_are_an_enum_with_the_builders_names() {
+    let clock = ManualClock::new();
+    let over = Bulkhead::<()>::MAX_PERMITS + 1;
+    let cases = [
+        (
+            PolicyConfig::builder(0).build().unwrap_err(),
+            PolicyField::MaxConcurrent,
+            "max_concurrent",
+        ),
+        (
+            PolicyConfig::builder(over).build().unwrap_err(),
+            PolicyField::MaxConcurrent,
+            "max_concurrent",
+        ),
+        (
+            PolicyConfig::for_pool(0).build().unwrap_err(),
+            PolicyField::PoolSize,
+            "pool_size",
+        ),
+        (
+            PolicyConfig::builder(1)
+                .max_wait(2 * SEC)
+                .build()
+                .unwrap_err(),
+            PolicyField::MaxWait,
+            "max_wait",
+        ),
+        (
+            PolicyConfig::builder(1)
+                .call_timeout(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            PolicyField::CallTimeout,
+            "call_timeout",
+        ),
+        (
+            Policy::<_, 16>::new("x", PolicyConfig::builder(1).build().unwrap(), &clock)
+                .unwrap_err(),
+            PolicyField::Breaker(BreakerField::WindowSize),
+            "window_size",
+        ),
+    ];
+    for (e, field, name) in cases {
+        assert_eq!(e.field(), field, "{e}");
+        assert_eq!(e.field().name(), name);
+        assert_eq!(e.field().to_string(), name);
+        assert_eq!(e.field(), name);
     }
 }
 

@@ -163,9 +163,9 @@ fn breaker_aliases_follow_the_builder_and_common_setting_names() {
 fn a_fraction_is_refused_with_the_percent_hint() {
     for v in [V::F(0.5), V::F(0.3), V::F(1.0), V::U(1), V::S("0.5")] {
         let err = breaker(vec![("failure_rate", v.clone())]);
-        assert_names(err, "failure_rate", "thresholds are percent");
+        assert_names(err, "failure_rate", "a fraction (write ");
         let err = breaker(vec![("slow_call_rate", v)]);
-        assert_names(err, "slow_call_rate", "thresholds are percent");
+        assert_names(err, "slow_call_rate", "a fraction (write ");
     }
     // A fraction where percent is meant, from the environment: refused.
     let err = envy::prefixed("CLIENT_SBER__").from_iter::<_, PolicyConfig>(env(&[
@@ -175,7 +175,7 @@ fn a_fraction_is_refused_with_the_percent_hint() {
     assert_names(
         err.map_err(|e| e.to_string()),
         "cb_failure_rate",
-        "write 50.0 for 50 %",
+        "0.5, a fraction (write 50 for 50 %)",
     );
     // Percent with a sign is fine.
     let c = breaker(vec![("failure_rate", V::S("30%"))]).unwrap();
@@ -187,37 +187,37 @@ fn out_of_range_values_are_refused_naming_the_field() {
     assert_names(
         breaker(vec![("failure_rate", V::U(150))]),
         "failure_rate",
-        "(0, 100]",
+        "is 150; allowed: percent in (1, 100]",
     );
     assert_names(
         breaker(vec![("failure_rate", V::I(-10))]),
         "failure_rate",
-        "(0, 100]",
+        "is -10; allowed: percent in (1, 100]",
     );
     assert_names(
         breaker(vec![("window_size", V::U(0))]),
         "window_size",
-        "must not be zero",
+        "window_size is 0; allowed: 1 to 1023",
     );
     assert_names(
         breaker(vec![("window_size", V::U(5000))]),
         "window_size",
-        "at most 1023",
+        "window_size is 5000; allowed: 1 to 1023",
     );
     assert_names(
         breaker(vec![("window_size", V::U(10)), ("min_calls", V::U(20))]),
         "min_calls",
-        "must not exceed window_size",
+        "minimum_calls is 20; allowed: 1 to window_size (10)",
     );
     assert_names(
         breaker(vec![("half_open_calls", V::U(300))]),
         "half_open_calls",
-        "at most 255",
+        "half_open_calls is 300; allowed: 1 to 255",
     );
     assert_names(
         breaker(vec![("open_duration", V::U(0))]),
         "open_duration",
-        "must not be zero",
+        "open_duration is 0; allowed: above zero",
     );
     assert_names(
         breaker(vec![("window_size", V::F(2.5))]),
@@ -364,10 +364,12 @@ fn pool_size_gives_four_fifths() {
         let c = policy(vec![("pool_size", V::U(pool))]).unwrap();
         assert_eq!(c.max_concurrent(), n, "pool {pool}");
     }
-    assert_names(
-        policy(vec![("pool_size", V::U(0))]),
-        "pool_size",
-        "must not be zero",
+    // The same typed error as `PolicyConfig::for_pool(0)`, in its words.
+    let code = PolicyConfig::for_pool(0).build().unwrap_err();
+    assert_eq!(code, watertight::policy::PolicyConfigError::PoolSizeZero);
+    assert_eq!(
+        policy(vec![("pool_size", V::U(0))]).unwrap_err(),
+        format!("invalid value for `pool_size`: {code}")
     );
     assert_names(
         policy(vec![("pool_size", V::U(10)), ("max_concurrent", V::U(8))]),
@@ -448,7 +450,7 @@ fn the_breaker_nested_or_flat_but_not_both() {
             ("breaker", V::Map(vec![("failure_rate", V::F(0.5))])),
         ]),
         "breaker.failure_rate",
-        "thresholds are percent",
+        "a fraction (write ",
     );
     assert_names(
         policy(vec![
@@ -533,7 +535,12 @@ fn bad_environment_values_name_the_field() {
         ("CB_OPEN_DURATION", "-5s", "cb_open_duration", "negative"),
         ("CB_OPEN_DURATION", "5 parsecs", "cb_open_duration", "unit"),
         ("CB_WINDOW_SIZE", "abc", "cb_window_size", "not a number"),
-        ("CB_WINDOW_SIZE", "0", "cb_window_size", "must not be zero"),
+        (
+            "CB_WINDOW_SIZE",
+            "0",
+            "cb_window_size",
+            "is 0; allowed: 1 to 1023",
+        ),
         ("CB_FAILURE_RATE", "0.3", "cb_failure_rate", "percent"),
         ("MAX_WAIT", "2s", "max_wait", "allow_long_max_wait"),
         ("CB_FAILURE_RAT", "30", "cb_failure_rat", "unknown field"),
@@ -577,4 +584,37 @@ fn flattened_into_the_applications_settings() {
     assert_eq!(s.base_url, "http://127.0.0.1:9");
     assert_eq!(s.policy.max_concurrent(), 16);
     assert_eq!(s.policy.breaker().failure_rate_threshold(), 30.0);
+}
+
+/// The builder's threshold rule, with the builder's error: kept to a
+/// hundredth of a percent, in (1, 100] as kept.
+#[test]
+fn threshold_boundaries_are_the_builders() {
+    for (given, value) in [
+        (V::F(1.001), 1.001f32),
+        (V::S("1.004"), 1.004),
+        (V::F(100.01), 100.01),
+        (V::S("100.5%"), 100.5),
+        (V::U(0), 0.0),
+        (V::U(1), 1.0),
+    ] {
+        let from_code = BreakerConfig::builder()
+            .failure_rate_threshold(value)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            breaker(vec![("failure_rate", given.clone())]).unwrap_err(),
+            format!("invalid value for `failure_rate`: {from_code}"),
+            "{given:?}"
+        );
+    }
+    for (given, kept) in [
+        (V::F(1.01), 1.01f32),
+        (V::S("1.006"), 1.01),
+        (V::F(99.999), 100.0),
+        (V::U(100), 100.0),
+    ] {
+        let c = breaker(vec![("failure_rate", given.clone())]).unwrap();
+        assert_eq!(c.failure_rate_threshold(), kept, "{given:?}");
+    }
 }

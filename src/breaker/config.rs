@@ -1,4 +1,4 @@
-//! Breaker configuration: seed 002's defaults, a builder, and typed errors.
+//! Breaker configuration: defaults, a builder, and typed errors.
 
 use core::fmt;
 use core::time::Duration;
@@ -8,8 +8,12 @@ use super::word::{MAX_DURATION_NS, MAX_PROBES};
 
 /// How a [`CircuitBreaker`](super::CircuitBreaker) decides, validated.
 ///
-/// Made by [`BreakerConfig::builder`] (every field has seed 002's default),
-/// or taken as [`BreakerConfig::DEFAULT`] / [`BreakerConfig::CRITICAL`].
+/// Made by [`BreakerConfig::builder`] (every field has a default, below), or
+/// taken as [`BreakerConfig::DEFAULT`] / [`BreakerConfig::CRITICAL`]. The
+/// defaults are the ones resilience guides give for an HTTP dependency, and
+/// resilience4j's where it has one: a count window of 50 calls (resilience4j:
+/// 100), rates evaluated from 10 calls, a 50 % failure-rate threshold, 30 s
+/// open (resilience4j: 60 s), 3 half-open probes.
 /// Every builder method and `build` is a `const fn`, so a config for a
 /// `static` breaker is checked at compile time.
 ///
@@ -21,12 +25,20 @@ use super::word::{MAX_DURATION_NS, MAX_PROBES};
 /// | `slow_call_duration` | off | a call is slow when it takes strictly longer |
 /// | `slow_call_rate_threshold` | 100 % | trips when the slow-call rate is at or above it |
 /// | `open_duration` | 30 s | how long it stays open before probes may pass |
-/// | `half_open_calls` | 3 | probes admitted per half-open episode |
+/// | `half_open_calls` | 3 | probes admitted per half-open episode (may exceed `window_size`) |
 /// | `max_half_open_wait` | none | a probe out this long after the last admission counts as failed |
 ///
-/// Thresholds are percent, as in resilience4j: `30.0` means 30 %. A value in
-/// (0, 1] is refused with a hint, so `0.5` is never read as half a percent.
-/// They are kept to a hundredth of a percent.
+/// Thresholds are percent, as in resilience4j: `30.0` means 30 %. One rule
+/// for both: a threshold is kept to a hundredth of a percent (rounded to the
+/// nearest), and the value kept must be in (1, 100]. So `1.01` and `100` are
+/// accepted, `1.004` (kept as 1.00) and `100.01` are refused, and a value in
+/// (0, 1] is refused with a hint that percent is meant, so `0.5` is never
+/// read as half a percent.
+///
+/// `half_open_calls` may be larger than `window_size`: the probes decide
+/// through their own count, not through the window (which shows the last
+/// `window_size` of them, for metrics), so the two are independent, as in
+/// resilience4j (`permittedNumberOfCallsInHalfOpenState`).
 ///
 /// # Examples
 ///
@@ -45,7 +57,7 @@ use super::word::{MAX_DURATION_NS, MAX_PROBES};
 /// assert_eq!(PAYMENTS.window_size(), 50);
 ///
 /// let err = BreakerConfig::builder().failure_rate_threshold(0.5).build().unwrap_err();
-/// assert_eq!(err.field(), "failure_rate_threshold");
+/// assert_eq!(err.field(), watertight::breaker::BreakerField::FailureRateThreshold);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerConfig {
@@ -64,16 +76,17 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// Seed 002's defaults: window 50, minimum 10 calls, failure rate 50 %,
-    /// open 30 s, 3 half-open probes, slow-call detection off (rate
-    /// threshold 100 % once a duration is set), no half-open limit.
+    /// The defaults: window 50, minimum 10 calls, failure rate 50 %, open
+    /// 30 s, 3 half-open probes, slow-call detection off (rate threshold
+    /// 100 % once a duration is set), no half-open limit.
     pub const DEFAULT: BreakerConfig = match BreakerConfigBuilder::new().build() {
         Ok(c) => c,
         Err(e) => e.panic(),
     };
 
     /// The preset for critical systems (payments, fiscal receipts): the
-    /// defaults with a 30 % failure-rate threshold (seed 002, R-RES-CB-3).
+    /// defaults with a 30 % failure-rate threshold, so that a payment
+    /// provider in trouble is left alone sooner than an ordinary dependency.
     pub const CRITICAL: BreakerConfig = match BreakerConfigBuilder::new()
         .failure_rate_threshold(30.0)
         .build()
@@ -167,7 +180,7 @@ impl Default for BreakerConfigBuilder {
 }
 
 impl BreakerConfigBuilder {
-    /// A builder with seed 002's defaults.
+    /// A builder with the defaults (see [`BreakerConfig`]).
     pub const fn new() -> Self {
         BreakerConfigBuilder {
             window_size: 50,
@@ -196,24 +209,51 @@ impl BreakerConfigBuilder {
     }
 
     /// Trips when the failure rate is at or above this many percent
-    /// (default 50): in (1, 100].
+    /// (default 50): in (1, 100], kept to a hundredth of a percent (see
+    /// [`BreakerConfig`] for the rule).
     pub const fn failure_rate_threshold(mut self, percent: f32) -> Self {
         self.failure_rate_threshold = percent;
         self
     }
 
     /// Trips when the slow-call rate is at or above this many percent
-    /// (default 100): in (1, 100]. Used once a slow-call duration is set.
+    /// (default 100): in (1, 100], kept to a hundredth of a percent. Used
+    /// once a slow-call duration is set.
     pub const fn slow_call_rate_threshold(mut self, percent: f32) -> Self {
         self.slow_call_rate_threshold = percent;
         self
     }
 
-    /// A call that takes strictly longer than this is slow (default: off).
-    /// Seed 002 suggests half the read timeout. Turning it on costs two clock
-    /// reads per call; while it is off, a closed-state call reads no clock.
+    /// A call that takes strictly longer than this is slow (default: off;
+    /// [`no_slow_call_duration`](Self::no_slow_call_duration) turns it off
+    /// again). Half the read timeout is the usual choice. Turning it on costs
+    /// two clock reads per call; while it is off, a closed-state call reads
+    /// no clock.
     pub const fn slow_call_duration(mut self, d: Duration) -> Self {
         self.slow_call_duration = Some(d);
+        self
+    }
+
+    /// Turns slow-call detection off (the default), undoing
+    /// [`slow_call_duration`](Self::slow_call_duration): for a builder
+    /// refined from a base that set one.
+    ///
+    /// (An off switch rather than an `Option<Duration>` argument: the
+    /// setters stay `const fn`s taking a plain `Duration`, and a zero
+    /// duration stays an error rather than meaning "off".)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let base = BreakerConfig::builder().slow_call_duration(Duration::from_secs(2));
+    /// let batch = base.no_slow_call_duration().build().unwrap();
+    /// assert_eq!(batch.slow_call_duration(), None);
+    /// ```
+    pub const fn no_slow_call_duration(mut self) -> Self {
+        self.slow_call_duration = None;
         self
     }
 
@@ -223,7 +263,9 @@ impl BreakerConfigBuilder {
         self
     }
 
-    /// Probes admitted per half-open episode (default 3): 1 to 255.
+    /// Probes admitted per half-open episode (default 3): 1 to 255, and may
+    /// be above `window_size` (the probes are counted apart from the window;
+    /// see [`BreakerConfig`]).
     pub const fn half_open_calls(mut self, n: usize) -> Self {
         self.half_open_calls = n;
         self
@@ -231,10 +273,29 @@ impl BreakerConfigBuilder {
 
     /// A half-open episode that has a probe out and has admitted no probe for
     /// this long reopens the breaker, as if the probe had failed (default: no
-    /// limit). Stops a lost probe from wedging the breaker; an episode with
-    /// no probe out does not expire.
+    /// limit; [`no_max_half_open_wait`](Self::no_max_half_open_wait) removes
+    /// it again). Stops a lost probe from wedging the breaker; an episode
+    /// with no probe out does not expire.
     pub const fn max_half_open_wait(mut self, d: Duration) -> Self {
         self.max_half_open_wait = Some(d);
+        self
+    }
+
+    /// No limit on a half-open episode (the default), undoing
+    /// [`max_half_open_wait`](Self::max_half_open_wait).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let base = BreakerConfig::builder().max_half_open_wait(Duration::from_secs(60));
+    /// let patient = base.no_max_half_open_wait().build().unwrap();
+    /// assert_eq!(patient.max_half_open_wait(), None);
+    /// ```
+    pub const fn no_max_half_open_wait(mut self) -> Self {
+        self.max_half_open_wait = None;
         self
     }
 
@@ -242,30 +303,33 @@ impl BreakerConfigBuilder {
     ///
     /// # Errors
     ///
-    /// A [`BreakerConfigError`] naming the first bad field: a zero window,
-    /// minimum, probe count or duration; `minimum_calls > window_size`; a
-    /// window above 1023 or more
-    /// than 255 probes; a threshold that is not in (0, 100] percent, or looks
-    /// like a fraction (in (0, 1]); a duration longer than the breaker's
+    /// A [`BreakerConfigError`] naming the first bad field, its value and
+    /// what is allowed: a zero window, minimum, probe count or duration;
+    /// `minimum_calls > window_size`; a window above 1023 or more than 255
+    /// probes; a threshold that, kept to a hundredth of a percent, is not in
+    /// (1, 100] (one in (0, 1] is refused as looking like a fraction); a
+    /// duration longer than the breaker's
     /// timestamps can hold (35 years; 37 hours on targets without 64-bit
     /// atomics). The window's fit in the breaker's `N` is checked when the
     /// breaker is made.
     pub const fn build(self) -> Result<BreakerConfig, BreakerConfigError> {
         use BreakerConfigError as E;
+        use BreakerField as F;
         if self.window_size == 0 {
             return Err(E::Zero {
-                field: "window_size",
+                field: F::WindowSize,
             });
         }
         if self.window_size > MAX_WINDOW {
             return Err(E::TooLarge {
-                field: "window_size",
+                field: F::WindowSize,
+                value: self.window_size,
                 max: MAX_WINDOW,
             });
         }
         if self.minimum_calls == 0 {
             return Err(E::Zero {
-                field: "minimum_calls",
+                field: F::MinimumCalls,
             });
         }
         if self.minimum_calls > self.window_size {
@@ -274,39 +338,40 @@ impl BreakerConfigBuilder {
                 window_size: self.window_size,
             });
         }
-        let failure_bp = match percent("failure_rate_threshold", self.failure_rate_threshold) {
+        let failure_bp = match percent(F::FailureRateThreshold, self.failure_rate_threshold) {
             Ok(bp) => bp,
             Err(e) => return Err(e),
         };
-        let slow_bp = match percent("slow_call_rate_threshold", self.slow_call_rate_threshold) {
+        let slow_bp = match percent(F::SlowCallRateThreshold, self.slow_call_rate_threshold) {
             Ok(bp) => bp,
             Err(e) => return Err(e),
         };
         let slow_ns = match self.slow_call_duration {
             None => 0,
-            Some(d) => match nanos("slow_call_duration", d) {
+            Some(d) => match nanos(F::SlowCallDuration, d) {
                 Ok(ns) => ns,
                 Err(e) => return Err(e),
             },
         };
-        let open_ns = match nanos("open_duration", self.open_duration) {
+        let open_ns = match nanos(F::OpenDuration, self.open_duration) {
             Ok(ns) => ns,
             Err(e) => return Err(e),
         };
         if self.half_open_calls == 0 {
             return Err(E::Zero {
-                field: "half_open_calls",
+                field: F::HalfOpenCalls,
             });
         }
         if self.half_open_calls > MAX_PROBES {
             return Err(E::TooLarge {
-                field: "half_open_calls",
+                field: F::HalfOpenCalls,
+                value: self.half_open_calls,
                 max: MAX_PROBES,
             });
         }
         let max_half_open_ns = match self.max_half_open_wait {
             None => 0,
-            Some(d) => match nanos("max_half_open_wait", d) {
+            Some(d) => match nanos(F::MaxHalfOpenWait, d) {
                 Ok(ns) => ns,
                 Err(e) => return Err(e),
             },
@@ -324,19 +389,28 @@ impl BreakerConfigBuilder {
     }
 }
 
-/// A threshold in percent, as hundredths of a percent.
-const fn percent(field: &'static str, p: f32) -> Result<u16, BreakerConfigError> {
+/// A threshold in percent, as hundredths of a percent: the rule of
+/// [`BreakerConfig`]'s thresholds, checked on the value as kept.
+const fn percent(field: BreakerField, p: f32) -> Result<u16, BreakerConfigError> {
+    // `as` saturates (NaN and negatives become 0), so every input lands on
+    // a whole number of hundredths, rounded to the nearest.
+    let bp = (p * 100.0 + 0.5) as u32;
     // Written so that NaN fails the range check too.
-    if !(p > 0.0 && p <= 100.0) {
-        return Err(BreakerConfigError::ThresholdOutOfRange { field });
+    if bp > MIN_BP && bp <= MAX_BP && p <= 100.0 {
+        return Ok(bp as u16);
     }
-    if p <= 1.0 {
-        return Err(BreakerConfigError::ThresholdLooksLikeFraction { field });
+    if p > 0.0 && p <= 1.0 {
+        return Err(BreakerConfigError::ThresholdLooksLikeFraction { field, value: p });
     }
-    Ok((p * 100.0 + 0.5) as u16)
+    Err(BreakerConfigError::ThresholdOutOfRange { field, value: p })
 }
 
-const fn nanos(field: &'static str, d: Duration) -> Result<u64, BreakerConfigError> {
+/// 1 % in hundredths of a percent: thresholds must be above it.
+const MIN_BP: u32 = 100;
+/// 100 % in hundredths of a percent: the highest threshold.
+const MAX_BP: u32 = 10_000;
+
+const fn nanos(field: BreakerField, d: Duration) -> Result<u64, BreakerConfigError> {
     if d.is_zero() {
         return Err(BreakerConfigError::Zero { field });
     }
@@ -344,29 +418,130 @@ const fn nanos(field: &'static str, d: Duration) -> Result<u64, BreakerConfigErr
     if ns > MAX_DURATION_NS as u128 {
         return Err(BreakerConfigError::DurationTooLong {
             field,
+            value: d,
             max: Duration::from_nanos(MAX_DURATION_NS),
         });
     }
     Ok(ns as u64)
 }
 
-/// A breaker setting that cannot work, naming the field.
+/// A setting of a [`BreakerConfig`], as [`BreakerConfigError::field`] names
+/// it: match on it to map errors; [`name`](Self::name) is how the builder
+/// spells it, for messages.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::BreakerConfig;
+/// use watertight::breaker::BreakerField;
+///
+/// let err = BreakerConfig::builder().minimum_calls(0).build().unwrap_err();
+/// assert_eq!(err.field(), BreakerField::MinimumCalls);
+/// assert_eq!(err.field().name(), "minimum_calls");
+/// assert_eq!(err.field(), "minimum_calls"); // compares the name
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerField {
+    /// `window_size`.
+    WindowSize,
+    /// `minimum_calls`.
+    MinimumCalls,
+    /// `failure_rate_threshold`.
+    FailureRateThreshold,
+    /// `slow_call_rate_threshold`.
+    SlowCallRateThreshold,
+    /// `slow_call_duration`.
+    SlowCallDuration,
+    /// `open_duration`.
+    OpenDuration,
+    /// `half_open_calls`.
+    HalfOpenCalls,
+    /// `max_half_open_wait`.
+    MaxHalfOpenWait,
+}
+
+impl BreakerField {
+    /// The setting's name, as the builder spells it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::BreakerField;
+    /// assert_eq!(BreakerField::OpenDuration.name(), "open_duration");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            BreakerField::WindowSize => "window_size",
+            BreakerField::MinimumCalls => "minimum_calls",
+            BreakerField::FailureRateThreshold => "failure_rate_threshold",
+            BreakerField::SlowCallRateThreshold => "slow_call_rate_threshold",
+            BreakerField::SlowCallDuration => "slow_call_duration",
+            BreakerField::OpenDuration => "open_duration",
+            BreakerField::HalfOpenCalls => "half_open_calls",
+            BreakerField::MaxHalfOpenWait => "max_half_open_wait",
+        }
+    }
+}
+
+impl fmt::Display for BreakerField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A field equals its [`name`](BreakerField::name).
+impl PartialEq<&str> for BreakerField {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
+    }
+}
+
+/// A breaker setting that cannot work: the field, the value asked for and
+/// what is allowed.
 ///
 /// Returned by [`BreakerConfigBuilder::build`] and
 /// [`CircuitBreaker::try_new`](super::CircuitBreaker::try_new); never a silent
-/// clamp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// clamp. Its message (`Display`, and [`panic`](Self::panic) after
+/// "breaker config: ") reads "`field` is `value`; allowed: `range`".
+///
+/// `PartialEq` but not `Eq`: the threshold errors carry the `f32` asked for
+/// (which may be NaN).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::{BreakerConfig, BreakerConfigError};
+/// use watertight::breaker::BreakerField;
+///
+/// let err = BreakerConfig::builder().failure_rate_threshold(0.3).build().unwrap_err();
+/// assert_eq!(
+///     err,
+///     BreakerConfigError::ThresholdLooksLikeFraction {
+///         field: BreakerField::FailureRateThreshold,
+///         value: 0.3,
+///     }
+/// );
+/// assert_eq!(
+///     err.to_string(),
+///     "failure_rate_threshold is 0.3, a fraction (write 30 for 30 %); \
+///      allowed: percent in (1, 100], to a hundredth (30 means 30 %)"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum BreakerConfigError {
     /// The field is zero, and must not be.
     Zero {
-        /// The setting's name.
-        field: &'static str,
+        /// The setting.
+        field: BreakerField,
     },
     /// The field is above what the breaker can hold.
     TooLarge {
-        /// The setting's name.
-        field: &'static str,
+        /// The setting.
+        field: BreakerField,
+        /// The value asked for.
+        value: usize,
         /// The largest value accepted.
         max: usize,
     },
@@ -385,103 +560,286 @@ pub enum BreakerConfigError {
         /// The breaker's `N`.
         capacity: usize,
     },
-    /// A threshold is not in (0, 100] percent (or is NaN).
+    /// A threshold is not in (1, 100] percent once kept to a hundredth of a
+    /// percent (1.004 is kept as 1.00, and refused), or is NaN.
     ThresholdOutOfRange {
-        /// The setting's name.
-        field: &'static str,
+        /// The setting.
+        field: BreakerField,
+        /// The value asked for.
+        value: f32,
     },
     /// A threshold is in (0, 1]: thresholds are percent, so `0.5` would mean
     /// half a percent. Write `50.0` for 50 %.
     ThresholdLooksLikeFraction {
-        /// The setting's name.
-        field: &'static str,
+        /// The setting.
+        field: BreakerField,
+        /// The value asked for.
+        value: f32,
     },
     /// A duration is longer than the breaker's timestamps can hold.
     DurationTooLong {
-        /// The setting's name.
-        field: &'static str,
+        /// The setting.
+        field: BreakerField,
+        /// The duration asked for.
+        value: Duration,
         /// The longest duration accepted on this target.
         max: Duration,
     },
 }
 
+/// What a threshold may be, in every message that refuses one.
+const THRESHOLD_RANGE: &str = "percent in (1, 100], to a hundredth (30 means 30 %)";
+
 impl BreakerConfigError {
-    /// The name of the setting at fault, as the builder spells it.
-    pub const fn field(&self) -> &'static str {
+    /// The setting at fault.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// use watertight::breaker::BreakerField;
+    ///
+    /// let err = BreakerConfig::builder().window_size(4).minimum_calls(5).build().unwrap_err();
+    /// assert_eq!(err.field(), BreakerField::MinimumCalls);
+    /// ```
+    pub const fn field(&self) -> BreakerField {
         match *self {
             BreakerConfigError::Zero { field }
             | BreakerConfigError::TooLarge { field, .. }
-            | BreakerConfigError::ThresholdOutOfRange { field }
-            | BreakerConfigError::ThresholdLooksLikeFraction { field }
+            | BreakerConfigError::ThresholdOutOfRange { field, .. }
+            | BreakerConfigError::ThresholdLooksLikeFraction { field, .. }
             | BreakerConfigError::DurationTooLong { field, .. } => field,
-            BreakerConfigError::MinimumCallsAboveWindow { .. } => "minimum_calls",
-            BreakerConfigError::WindowAboveCapacity { .. } => "window_size",
+            BreakerConfigError::MinimumCallsAboveWindow { .. } => BreakerField::MinimumCalls,
+            BreakerConfigError::WindowAboveCapacity { .. } => BreakerField::WindowSize,
         }
     }
 
-    /// Panics with this error's message: for `const` configs, where the
+    /// The message, built in a `const` context (for [`panic`](Self::panic)).
+    const fn message(&self) -> Msg {
+        let mut m = Msg::new();
+        match *self {
+            BreakerConfigError::Zero { field } => {
+                m.str(field.name());
+                m.str(" is 0; allowed: ");
+                match field {
+                    BreakerField::WindowSize => {
+                        m.str("1 to ");
+                        m.uint(MAX_WINDOW as u64);
+                        m.str(", and at most the breaker's capacity N");
+                    }
+                    BreakerField::MinimumCalls => m.str("1 to window_size"),
+                    BreakerField::HalfOpenCalls => {
+                        m.str("1 to ");
+                        m.uint(MAX_PROBES as u64);
+                    }
+                    _ => {
+                        m.str("above zero, up to ");
+                        m.duration(Duration::from_nanos(MAX_DURATION_NS));
+                    }
+                }
+            }
+            BreakerConfigError::TooLarge { field, value, max } => {
+                m.str(field.name());
+                m.str(" is ");
+                m.uint(value as u64);
+                m.str("; allowed: 1 to ");
+                m.uint(max as u64);
+            }
+            BreakerConfigError::MinimumCallsAboveWindow {
+                minimum_calls,
+                window_size,
+            } => {
+                m.str("minimum_calls is ");
+                m.uint(minimum_calls as u64);
+                m.str("; allowed: 1 to window_size (");
+                m.uint(window_size as u64);
+                m.str(")");
+            }
+            BreakerConfigError::WindowAboveCapacity {
+                window_size,
+                capacity,
+            } => {
+                m.str("window_size is ");
+                m.uint(window_size as u64);
+                m.str("; allowed: 1 to the breaker's capacity N (");
+                m.uint(capacity as u64);
+                m.str(")");
+            }
+            BreakerConfigError::ThresholdOutOfRange { field, value } => {
+                m.str(field.name());
+                m.str(" is ");
+                m.float(value);
+                m.str("; allowed: ");
+                m.str(THRESHOLD_RANGE);
+            }
+            BreakerConfigError::ThresholdLooksLikeFraction { field, value } => {
+                m.str(field.name());
+                m.str(" is ");
+                m.float(value);
+                m.str(", a fraction (write ");
+                m.float(value * 100.0);
+                m.str(" for ");
+                m.float(value * 100.0);
+                m.str(" %); allowed: ");
+                m.str(THRESHOLD_RANGE);
+            }
+            BreakerConfigError::DurationTooLong { field, value, max } => {
+                m.str(field.name());
+                m.str(" is ");
+                m.duration(value);
+                m.str("; allowed: above zero, up to ");
+                m.duration(max);
+            }
+        }
+        m
+    }
+
+    /// Panics with this error's message (the field, the value and what is
+    /// allowed, after "breaker config: "): for `const` configs, where the
     /// panic is a compile-time error.
     ///
     /// # Panics
     ///
     /// Always.
+    ///
+    /// # Examples
+    ///
+    /// ```should_panic
+    /// use watertight::BreakerConfig;
+    ///
+    /// const PROBES: BreakerConfig = match BreakerConfig::builder().half_open_calls(3).build() {
+    ///     Ok(config) => config,
+    ///     Err(e) => e.panic(), // a compile-time error, naming the field
+    /// };
+    /// assert_eq!(PROBES.half_open_calls(), 3);
+    /// // At run time it is a panic: "breaker config: half_open_calls is 300;
+    /// // allowed: 1 to 255".
+    /// match BreakerConfig::builder().half_open_calls(300).build() {
+    ///     Ok(_) => unreachable!(),
+    ///     Err(e) => e.panic(),
+    /// }
+    /// ```
     #[track_caller]
     pub const fn panic(self) -> ! {
-        match self {
-            BreakerConfigError::Zero { .. } => panic!("breaker config: a setting is zero"),
-            BreakerConfigError::TooLarge { .. } => panic!("breaker config: a setting is too large"),
-            BreakerConfigError::MinimumCallsAboveWindow { .. } => {
-                panic!("breaker config: minimum_calls is above window_size")
-            }
-            BreakerConfigError::WindowAboveCapacity { .. } => {
-                panic!("breaker config: window_size is above the breaker's capacity N")
-            }
-            BreakerConfigError::ThresholdOutOfRange { .. } => {
-                panic!("breaker config: a threshold is not in (0, 100] percent")
-            }
-            BreakerConfigError::ThresholdLooksLikeFraction { .. } => {
-                panic!("breaker config: a threshold is in (0, 1]; thresholds are percent (50.0 means 50 %)")
-            }
-            BreakerConfigError::DurationTooLong { .. } => {
-                panic!("breaker config: a duration is too long")
-            }
-        }
+        let mut m = Msg::new();
+        m.str("breaker config: ");
+        let body = self.message();
+        m.str(body.as_str());
+        panic!("{}", m.as_str())
     }
 }
 
 impl fmt::Display for BreakerConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            BreakerConfigError::Zero { field } => write!(f, "{field} must not be zero"),
-            BreakerConfigError::TooLarge { field, max } => {
-                write!(f, "{field} must be at most {max}")
-            }
-            BreakerConfigError::MinimumCallsAboveWindow {
-                minimum_calls,
-                window_size,
-            } => write!(
-                f,
-                "minimum_calls ({minimum_calls}) must not exceed window_size ({window_size})"
-            ),
-            BreakerConfigError::WindowAboveCapacity {
-                window_size,
-                capacity,
-            } => write!(
-                f,
-                "window_size ({window_size}) must not exceed the breaker's capacity ({capacity})"
-            ),
-            BreakerConfigError::ThresholdOutOfRange { field } => {
-                write!(f, "{field} must be a percentage in (0, 100]")
-            }
-            BreakerConfigError::ThresholdLooksLikeFraction { field } => write!(
-                f,
-                "{field} is in (0, 1] but thresholds are percent: write 50.0 for 50 %"
-            ),
-            BreakerConfigError::DurationTooLong { field, max } => {
-                write!(f, "{field} must be at most {max:?}")
-            }
-        }
+        f.write_str(self.message().as_str())
     }
 }
 
 impl core::error::Error for BreakerConfigError {}
+
+/// A message built in a `const fn`, where `format!` is not available: a
+/// fixed buffer, cut short (at a character boundary) if it ever filled up.
+struct Msg {
+    buf: [u8; 192],
+    len: usize,
+}
+
+impl Msg {
+    const fn new() -> Self {
+        Msg {
+            buf: [0; 192],
+            len: 0,
+        }
+    }
+
+    const fn byte(&mut self, b: u8) {
+        if self.len < self.buf.len() {
+            self.buf[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    const fn str(&mut self, s: &str) {
+        let s = s.as_bytes();
+        // Whole characters only, so the buffer stays UTF-8.
+        if self.len + s.len() > self.buf.len() {
+            return;
+        }
+        let mut i = 0;
+        while i < s.len() {
+            self.byte(s[i]);
+            i += 1;
+        }
+    }
+
+    const fn uint(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        while i < digits.len() {
+            self.byte(digits[i]);
+            i += 1;
+        }
+    }
+
+    /// Up to four decimals, trailing zeros dropped: `0.3`, `1.001`, `150`.
+    #[allow(clippy::eq_op)] // `p != p` is the NaN test in a `const fn`
+    const fn float(&mut self, p: f32) {
+        if p != p {
+            self.str("NaN");
+            return;
+        }
+        let mut a = p;
+        if a < 0.0 {
+            self.byte(b'-');
+            a = -a;
+        }
+        if a >= 1e15 {
+            self.str("over 1e15");
+            return;
+        }
+        // Ten-thousandths, rounded, in f32 (single precision is what a
+        // Cortex-M4F does in hardware): exact for the thresholds of
+        // interest, and about seven significant digits for the rest.
+        let scaled = (a * 10_000.0 + 0.5) as u64;
+        self.uint(scaled / 10_000);
+        let mut frac = scaled % 10_000;
+        if frac != 0 {
+            self.byte(b'.');
+            let mut div = 1_000;
+            while frac != 0 {
+                self.byte(b'0' + (frac / div) as u8);
+                frac %= div;
+                div /= 10;
+            }
+        }
+    }
+
+    /// Whole seconds as `30 s`; otherwise nanoseconds, `1500000 ns`.
+    const fn duration(&mut self, d: Duration) {
+        if d.subsec_nanos() == 0 {
+            self.uint(d.as_secs());
+            self.str(" s");
+        } else if d.as_secs() < 18_000_000_000 {
+            self.uint(d.as_secs() * 1_000_000_000 + d.subsec_nanos() as u64);
+            self.str(" ns");
+        } else {
+            self.uint(d.as_secs());
+            self.str(" s and a fraction");
+        }
+    }
+
+    const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! A lock-free circuit breaker with a count window in a ring of atomics.
 //!
 //! See [`CircuitBreaker`] for the type, [`BreakerConfig`] for its settings and
-//! their defaults (seed 002), and the decisions on edge semantics it
-//! documents.
+//! their defaults (a 50-call count window, 50 % failure rate, 30 s open, 3
+//! probes), and the decisions on edge semantics it documents, where circuit
+//! breakers such as resilience4j's and gobreaker differ.
 
 mod config;
 mod error;
@@ -19,7 +20,7 @@ use core::time::Duration;
 use crate::clock::{nanos, Clock, Instant};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
-pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError};
+pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
 pub use error::{CallError, Rejection};
 pub(crate) use sealed::Guard;
 pub(crate) use sealed::Raw;
@@ -182,6 +183,14 @@ pub struct Transition {
 }
 
 /// Told about every state change of a breaker: for logs and metrics.
+///
+/// Only changes of state are told: `from` and `to` always differ. A
+/// [`reset`](CircuitBreaker::reset) of a closed breaker empties its window
+/// but changes no state, so it tells nothing. A transition the clock makes
+/// lazily (the end of the open wait) is told when a call makes it: the first
+/// half-open probe, with `at` the moment of that probe; until then
+/// [`state`](CircuitBreaker::state) and [`metrics`](CircuitBreaker::metrics)
+/// already report it.
 ///
 /// `()` is the listener of a breaker made with [`CircuitBreaker::new`]: it
 /// does nothing and costs nothing. Any `Fn(&Transition)` is a listener.
@@ -369,16 +378,22 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 ///   an empty window (half-open probes are recorded in it for metrics; they
 ///   decide through their own counts). ForcedOpen and Disabled keep the
 ///   window frozen too. Rejected and stale counts run over the breaker's life.
+///   [`metrics`](Self::metrics) shows the state [`state`](Self::state)
+///   reports: once the open wait is over, HalfOpen with an empty window,
+///   even before the first probe makes the transition.
 /// - **Generations**: every transition bumps a generation. An outcome
 ///   recorded on a permit of an older generation changes nothing and is
 ///   counted as stale.
-/// - **Panics**: under `std`, a permit dropped while its thread panics records
-///   a failure; a permit dropped otherwise without an outcome (cancellation)
-///   records nothing and frees its half-open slot.
+/// - **Panics**: under `std`, a call of [`call`](Self::call) that panics
+///   records a failure as the panic unwinds out of its `poll`, whoever
+///   catches it; a [`CallPermit`] dropped while its thread panics records a
+///   failure; a permit or call dropped otherwise without an outcome
+///   (cancellation) records nothing and frees its half-open slot.
 /// - **Operator switches**: [`force_open`](Self::force_open) refuses
 ///   everything; [`disable`](Self::disable) admits everything and records
 ///   nothing; [`reset`](Self::reset) empties the window and closes, from any
-///   state. Each is a transition.
+///   state. Each is a transition, but a reset of a closed breaker, which
+///   changes no state (it only starts a fresh window).
 /// - **Bad config**: refused with a [`BreakerConfigError`] naming the field,
 ///   never clamped.
 ///
@@ -689,7 +704,9 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     ///
     /// Dropping the future before it completes drops the call and records
     /// nothing; a half-open probe slot it held is given back. Under `std`,
-    /// if the call panics, the unwinding records a failure.
+    /// if the call (or the classifier) panics, the unwinding records a
+    /// failure as it leaves `poll`, however the panic is caught: a task
+    /// harness, `catch_unwind` on the future, or on the thread.
     ///
     /// # Examples
     ///
@@ -778,41 +795,73 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// assert_eq!(b.state(), State::Closed);
     /// ```
     pub fn state(&self) -> State {
+        self.look().state
+    }
+
+    /// The state as the clock makes it, and, when the state word lags
+    /// behind (the open wait is over but no probe has come yet, or a
+    /// half-open episode ran out of time), when the state it reports began.
+    fn look(&self) -> Look {
         let mut s = self.state.load(Acquire);
         let now = self.now();
         loop {
+            let settled = |bits| Look {
+                state: State::from_bits(bits),
+                lazy: None,
+            };
             return match word::state(s) {
                 OPEN => match self.began(s, now) {
                     Began::At(opened) if now >= opened.saturating_add(self.open_duration()) => {
-                        State::HalfOpen
+                        Look {
+                            state: State::HalfOpen,
+                            lazy: Some(opened.saturating_add(self.open_duration())),
+                        }
                     }
                     Began::Moved(current) => {
                         s = current;
                         continue;
                     }
-                    _ => State::Open,
+                    _ => settled(OPEN),
                 },
                 HALF_OPEN if self.config.max_half_open_ns != 0 => {
                     match self.half_open_expiry(s, now) {
-                        Expiry::At(expired)
-                            if now < expired.saturating_add(self.open_duration()) =>
-                        {
-                            State::Open
+                        Expiry::At(expired) => {
+                            let reopens = expired.saturating_add(self.open_duration());
+                            if now < reopens {
+                                Look {
+                                    state: State::Open,
+                                    lazy: Some(expired),
+                                }
+                            } else {
+                                Look {
+                                    state: State::HalfOpen,
+                                    lazy: Some(reopens),
+                                }
+                            }
                         }
                         Expiry::Moved(current) => {
                             s = current;
                             continue;
                         }
-                        _ => State::HalfOpen,
+                        Expiry::Not => settled(HALF_OPEN),
                     }
                 }
-                bits => State::from_bits(bits),
+                bits => settled(bits),
             };
         }
     }
 
     /// A snapshot of the breaker's numbers. Each field is read atomically;
     /// the snapshot as a whole is not (a call may land between two reads).
+    ///
+    /// The snapshot agrees with [`state`](Self::state), which consults the
+    /// clock: once the open wait is over (and before the first probe makes
+    /// the transition), it shows HalfOpen with the empty window a half-open
+    /// episode starts with, and `last_transition` at the end of the open
+    /// wait; a half-open episode that ran out of time shows Open, with
+    /// `last_transition` at the moment it ran out. When the first probe
+    /// comes, the transition it makes (and tells an [`OnTransition`]
+    /// listener about) is dated at that probe's admission.
     ///
     /// # Examples
     ///
@@ -826,9 +875,35 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// b.try_acquire().unwrap().success();
     /// assert_eq!(b.metrics().failure_rate, Some(0.0));
     /// ```
+    ///
+    /// After the open wait, before any probe:
+    ///
+    /// ```
+    /// # use watertight::{BreakerConfig, CircuitBreaker}; use watertight::clock::{Instant, ManualClock};
+    /// use core::time::Duration;
+    /// use watertight::breaker::State;
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = BreakerConfig::builder().window_size(2).minimum_calls(2).build().unwrap();
+    /// let b: CircuitBreaker<_, 2> = CircuitBreaker::new("x", config, &clock);
+    /// b.try_acquire().unwrap().failure();
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.metrics().failure_rate, Some(100.0)); // open: why it opened
+    /// clock.advance(Duration::from_secs(31)); // the open wait is 30 s
+    /// let m = b.metrics();
+    /// assert_eq!((m.state, m.calls, m.failure_rate), (State::HalfOpen, 0, None));
+    /// assert_eq!(m.last_transition, Some(Instant::ZERO + Duration::from_secs(30)));
+    /// ```
     pub fn metrics(&self) -> BreakerMetrics {
-        let state = self.state();
-        let counts = self.window.counts(self.config.window_size as usize);
+        let look = self.look();
+        // Half-open by the clock while the word lags behind (no probe has
+        // begun the episode yet): its empty window is not installed.
+        let fresh = look.state == State::HalfOpen && look.lazy.is_some();
+        let counts = if fresh {
+            Counts::default()
+        } else {
+            self.window.counts(self.config.window_size as usize)
+        };
         let rate = |n: usize| {
             if counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
                 Some(n as f32 * 100.0 / counts.calls as f32)
@@ -836,8 +911,12 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
                 None
             }
         };
+        let last_transition = match look.lazy {
+            Some(at) => Some(word::floor(at)),
+            None => word::read_any(self.stamp.load(Acquire), self.now()),
+        };
         BreakerMetrics {
-            state,
+            state: look.state,
             failure_rate: rate(counts.failures),
             slow_call_rate: rate(counts.slow),
             calls: counts.calls,
@@ -845,22 +924,8 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
             slow_calls: counts.slow,
             rejected: self.rejected.load(Relaxed),
             stale: self.stale.load(Relaxed),
-            last_transition: self.last_transition(),
+            last_transition,
         }
-    }
-
-    /// When the last transition happened, counting a half-open episode that
-    /// has run out (which `state()` already reports as Open) as reopened at
-    /// the moment it ran out.
-    fn last_transition(&self) -> Option<Instant> {
-        let s = self.state.load(Acquire);
-        let now = self.now();
-        if word::state(s) == HALF_OPEN && self.config.max_half_open_ns != 0 {
-            if let Expiry::At(expired) = self.half_open_expiry(s, now) {
-                return Some(word::floor(expired));
-            }
-        }
-        word::read_any(self.stamp.load(Acquire), now)
     }
 
     /// Forces the breaker open: every call is refused with
@@ -899,9 +964,15 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
         self.switch_to(DISABLED)
     }
 
-    /// Empties the window and closes the breaker, from any state (also from
-    /// Closed, where it starts a fresh window). Outcomes of permits taken
-    /// before count as stale.
+    /// Empties the window and closes the breaker, from any state. Outcomes
+    /// of permits taken before count as stale.
+    ///
+    /// From Closed it changes no state: it starts a fresh window (and a new
+    /// generation, so earlier permits' outcomes are stale), but it is not a
+    /// transition: an [`OnTransition`] listener is told nothing, `tracing`
+    /// gets no event, and `metrics().last_transition` stays where it was.
+    /// (A distinct "reset" event was the other choice; a listener that
+    /// needs one can be called next to `reset()` by the operator's code.)
     ///
     /// # Examples
     ///
@@ -1325,12 +1396,21 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
         let gen = word::gen(to);
-        let (stamp, at) = word::stamp_and_floor(gen, at);
         let current = || self.current(gen);
-        self.publish(&self.stamp, gen, stamp);
+        // A reset of a closed breaker changes no state: a new generation and
+        // an empty window, but no new transition time (a closed state's
+        // stamp is never read but for `last_transition`) and nothing to tell.
+        let changed = word::state(from) != word::state(to);
+        let (stamp, at) = word::stamp_and_floor(gen, at);
+        if changed {
+            self.publish(&self.stamp, gen, stamp);
+        }
         match word::state(to) {
             CLOSED | HALF_OPEN => self.window.install(gen, current),
             _ => self.window.freeze(current),
+        }
+        if !changed {
+            return Ok(());
         }
         self.listener.on_transition(&Transition {
             name: self.name,
@@ -1366,6 +1446,14 @@ fn hint(ns: u64) -> Duration {
 enum Landed {
     Yes,
     Stale,
+}
+
+/// The state as [`CircuitBreaker::state`] reports it and, when the state
+/// word lags behind the clock, when that state began.
+#[derive(Debug, Clone, Copy)]
+struct Look {
+    state: State,
+    lazy: Option<Instant>,
 }
 
 /// What the stamp says about when a state began.
@@ -1622,6 +1710,51 @@ fn abandon<C: Clock, const N: usize, H: OnTransition>(breaker: &CircuitBreaker<C
     breaker.release(raw);
 }
 
+/// Runs `poll` (a step of a call future that holds the permit `raw`) so
+/// that a panic unwinding out of it records a failure on `raw` there and
+/// then, whoever catches the panic: a task harness, `catch_unwind` around
+/// the future, or `std::panic::catch_unwind` around the executor. A future
+/// dropped after its panic was caught (as `FutureExt::catch_unwind` does)
+/// cannot tell that drop from a cancellation, so the unwind is caught here,
+/// in `poll`.
+///
+/// The guard is armed only while `poll` runs and is forgotten when it
+/// returns, so only an unwind can drop it armed: it reads no thread-local
+/// state and costs nothing when `poll` returns. Without `std` there is no
+/// unwinding to catch (`no_std` targets abort on panic), and no guard.
+#[inline(always)]
+pub(crate) fn fail_on_unwind<B: sealed::Guard + ?Sized, R>(
+    breaker: &B,
+    raw: &mut Option<Raw>,
+    poll: impl FnOnce() -> R,
+) -> R {
+    #[cfg(feature = "std")]
+    let guard = Unwinding { breaker, raw };
+    #[cfg(not(feature = "std"))]
+    let _ = (breaker, raw);
+    let r = poll();
+    #[cfg(feature = "std")]
+    core::mem::forget(guard);
+    r
+}
+
+/// Armed by [`fail_on_unwind`]: dropped only by an unwind, it records a
+/// failure on the permit it holds.
+#[cfg(feature = "std")]
+struct Unwinding<'a, B: sealed::Guard + ?Sized> {
+    breaker: &'a B,
+    raw: &'a mut Option<Raw>,
+}
+
+#[cfg(feature = "std")]
+impl<B: sealed::Guard + ?Sized> Drop for Unwinding<'_, B> {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.breaker.finish(raw, Outcome::Failure);
+        }
+    }
+}
+
 impl<C: Clock, const N: usize, H: OnTransition> Drop for CallPermit<'_, C, N, H> {
     fn drop(&mut self) {
         abandon(self.breaker, self.raw);
@@ -1690,7 +1823,9 @@ pin_project_lite::pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it before it completes drops the call and records nothing;
-    /// a half-open probe slot it held is given back.
+    /// a half-open probe slot it held is given back. Under `std`, a call
+    /// (or classifier) that panics records a failure as the panic unwinds
+    /// out of `poll`, however the panic is caught.
     ///
     /// # Examples
     ///
@@ -1752,19 +1887,27 @@ where
         let Some(classify) = this.classify.take() else {
             panic!("`Call` polled after completion");
         };
-        match this.call.poll(cx) {
-            Poll::Pending => {
-                *this.classify = Some(classify);
-                Poll::Pending
-            }
+        let call = this.call;
+        // A panic in the call or its classifier is a failure, recorded as it
+        // unwinds (see `fail_on_unwind`). Pending, the classifier comes back.
+        let polled = fail_on_unwind(*this.breaker, this.raw, move || match call.poll(cx) {
+            Poll::Pending => Err(classify),
             Poll::Ready(result) => {
                 let outcome = classify(&result);
-                if let Some(raw) = this.raw.take() {
-                    this.breaker.finish(raw, outcome);
-                }
-                Poll::Ready(result.map_err(CallError::Failed))
+                Ok((result, outcome))
             }
+        });
+        let (result, outcome) = match polled {
+            Ok(done) => done,
+            Err(classify) => {
+                *this.classify = Some(classify);
+                return Poll::Pending;
+            }
+        };
+        if let Some(raw) = this.raw.take() {
+            this.breaker.finish(raw, outcome);
         }
+        Poll::Ready(result.map_err(CallError::Failed))
     }
 }
 
@@ -1777,7 +1920,7 @@ impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
     }
 }
 
-// Size targets (issue 4): a breaker with a 64-call window on the std clock
+// Size targets: a breaker with a 64-call window on the std clock
 // fits in 160 bytes on x86_64; on thumbv7em and thumbv6m, with a zero-sized
 // clock such as `EmbassyClock`, in 136 (32-bit stamps, counters and name).
 #[cfg(all(target_arch = "x86_64", feature = "std", not(loom)))]

@@ -128,7 +128,7 @@ const fn tag_of(gen: u32) -> u32 {
 }
 
 /// The window's numbers at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
     /// Outcomes in the window.
     pub(crate) calls: usize,

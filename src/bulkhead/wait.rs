@@ -233,7 +233,7 @@ impl<C> Bulkhead<C> {
     }
 }
 
-impl<C: Timer> Bulkhead<C> {
+impl<C> Bulkhead<C> {
     /// Waits for one permit until `deadline` on the bulkhead's clock.
     ///
     /// A free permit is taken even at or after the deadline (when nobody is
@@ -267,7 +267,10 @@ impl<C: Timer> Bulkhead<C> {
     /// # drop(held);
     /// # });
     /// ```
-    pub fn acquire_until(&self, deadline: Instant) -> AcquireUntil<'_, C> {
+    pub fn acquire_until(&self, deadline: Instant) -> AcquireUntil<'_, C>
+    where
+        C: Timer,
+    {
         self.acquire_many_until(1, deadline)
     }
 
@@ -296,7 +299,10 @@ impl<C: Timer> Bulkhead<C> {
     /// assert_eq!(p.count(), 2);
     /// # });
     /// ```
-    pub fn acquire_many_until(&self, n: usize, deadline: Instant) -> AcquireUntil<'_, C> {
+    pub fn acquire_many_until(&self, n: usize, deadline: Instant) -> AcquireUntil<'_, C>
+    where
+        C: Timer,
+    {
         AcquireUntil {
             bulkhead: self,
             waiter: Waiter::new(n),
@@ -307,8 +313,9 @@ impl<C: Timer> Bulkhead<C> {
 
     /// Waits for one permit for at most `max_wait` from now.
     ///
-    /// This is the bulkhead's usual entrance: a short, bounded wait (the
-    /// sources advise ≤ 100 ms, never over 1 s) and then a fast rejection.
+    /// This is the bulkhead's usual entrance: a short, bounded wait (tens of
+    /// milliseconds, 100 ms at most for an interactive call, never seconds:
+    /// a long wait is a queue) and then a fast rejection.
     /// `Duration::ZERO` takes a free permit or fails at once, like
     /// [`try_acquire`](Self::try_acquire).
     ///
@@ -335,7 +342,10 @@ impl<C: Timer> Bulkhead<C> {
     /// assert_eq!(r.unwrap_err(), AcquireError::TimedOut);
     /// # });
     /// ```
-    pub fn acquire_timeout(&self, max_wait: Duration) -> AcquireTimeout<'_, C> {
+    pub fn acquire_timeout(&self, max_wait: Duration) -> AcquireTimeout<'_, C>
+    where
+        C: Timer,
+    {
         self.acquire_many_timeout(1, max_wait)
     }
 
@@ -363,7 +373,10 @@ impl<C: Timer> Bulkhead<C> {
     /// assert_eq!(b.acquire_many_timeout(3, Duration::from_millis(50)).await.unwrap().count(), 3);
     /// # });
     /// ```
-    pub fn acquire_many_timeout(&self, n: usize, max_wait: Duration) -> AcquireTimeout<'_, C> {
+    pub fn acquire_many_timeout(&self, n: usize, max_wait: Duration) -> AcquireTimeout<'_, C>
+    where
+        C: Timer,
+    {
         self.acquire_many_until(n, self.clock.now().saturating_add(max_wait))
     }
 }
@@ -612,7 +625,7 @@ mod owned {
         }
     }
 
-    impl<C: Timer> Bulkhead<C> {
+    impl<C> Bulkhead<C> {
         /// [`acquire_until`](Bulkhead::acquire_until) for an `Arc`'d bulkhead.
         ///
         /// # Errors
@@ -638,7 +651,10 @@ mod owned {
         /// # drop(p);
         /// # });
         /// ```
-        pub fn acquire_owned_until(self: &Arc<Self>, deadline: Instant) -> AcquireOwnedUntil<C> {
+        pub fn acquire_owned_until(self: &Arc<Self>, deadline: Instant) -> AcquireOwnedUntil<C>
+        where
+            C: Timer,
+        {
             AcquireOwnedUntil {
                 bulkhead: Arc::clone(self),
                 waiter: Waiter::new(1),
@@ -673,10 +689,10 @@ mod owned {
         /// assert_eq!(r.unwrap_err(), AcquireError::TimedOut);
         /// # });
         /// ```
-        pub fn acquire_owned_timeout(
-            self: &Arc<Self>,
-            max_wait: Duration,
-        ) -> AcquireOwnedTimeout<C> {
+        pub fn acquire_owned_timeout(self: &Arc<Self>, max_wait: Duration) -> AcquireOwnedTimeout<C>
+        where
+            C: Timer,
+        {
             self.acquire_owned_until(self.clock.now().saturating_add(max_wait))
         }
     }

@@ -303,6 +303,40 @@ pub trait Clock {
 /// clock.advance(Duration::from_millis(5));
 /// futures_lite::future::block_on(sleep); // already due: completes at once
 /// ```
+///
+/// # Which clocks can wait
+///
+/// `TokioClock` (feature `tokio`), `AsyncIoClock` (`async-io`: smol,
+/// async-std), `EmbassyClock` (`embassy`), and `&ManualClock` or
+/// `Arc<ManualClock>` (`alloc`) are timers. `StdClock` only
+/// reads the time: waking a task needs a runtime's timer, so it cannot be
+/// given to anything that waits, and the compiler says so, naming the clocks
+/// above:
+///
+#[cfg_attr(feature = "std", doc = "```compile_fail,E0277")]
+#[cfg_attr(not(feature = "std"), doc = "```ignore")]
+/// use core::time::Duration;
+/// use watertight::clock::StdClock;
+///
+/// // error[E0277]: `&StdClock` cannot wait: it is a `Clock` but not a `Timer`
+/// let _ = watertight::deadline::timeout(&StdClock, Duration::from_millis(5), async {});
+/// ```
+///
+/// The same call on a timer compiles:
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let _ = watertight::deadline::timeout(&clock, Duration::from_millis(5), async {});
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot wait: it is a `Clock` but not a `Timer`",
+    label = "this clock reads the time but cannot wake a task",
+    note = "waiting (a bulkhead slot wait, a timeout, a policy) needs a `Timer`: `TokioClock` (feature `tokio`), `AsyncIoClock` (`async-io`, for smol and async-std), `EmbassyClock` (`embassy`), or `&ManualClock` / `Arc<ManualClock>` in tests",
+    note = "a `Clock` such as `StdClock` only reads the time: waking a task needs a runtime's timer"
+)]
 pub trait Timer: Clock {
     /// The future returned by [`sleep_until`](Timer::sleep_until).
     type Sleep: Future<Output = ()>;

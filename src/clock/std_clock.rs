@@ -30,7 +30,10 @@ pub(crate) fn to_std(t: Instant) -> std::time::Instant {
 ///
 /// Its origin is the first time any std-based clock of this crate is read in
 /// the process. It is not a [`Timer`](super::Timer): waking a task needs a
-/// runtime, so use `TokioClock`, `AsyncIoClock` or `EmbassyClock` to wait.
+/// runtime, so use `TokioClock`, `AsyncIoClock` or `EmbassyClock` to wait
+/// (or `ManualClock`, by reference or `Arc`, in tests). Given to something
+/// that waits, it fails to compile with "`StdClock` cannot wait", naming
+/// those clocks.
 ///
 /// # Examples
 ///
