@@ -346,6 +346,45 @@ where
     elapsed
 }
 
+/// The hand-off cell's floor: no permits at all, only what any hand-off
+/// needs — the waiter leaves its waker under a lock, the releaser takes it
+/// out and wakes it. The same two threads and handshakes as the peers.
+#[derive(Default)]
+struct FloorSlot {
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+    released: std::sync::atomic::AtomicBool,
+}
+
+/// The floor's "permit": releasing it wakes whoever left a waker.
+struct FloorPermit(Arc<FloorSlot>);
+
+impl Drop for FloorPermit {
+    fn drop(&mut self) {
+        self.0.released.store(true, Ordering::Release);
+        if let Some(w) = self.0.waker.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+}
+
+/// The floor's "acquire": pending once (leaving its waker), ready once the
+/// releaser has run.
+struct FloorAcquire(Arc<FloorSlot>);
+
+impl Future for FloorAcquire {
+    type Output = FloorPermit;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<FloorPermit> {
+        if self.0.released.swap(false, Ordering::Acquire) {
+            return std::task::Poll::Ready(FloorPermit(Arc::clone(&self.0)));
+        }
+        *self.0.waker.lock().unwrap() = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
 fn handoff(c: &mut Criterion, args: &Args) {
     let mut g = c.benchmark_group("handoff/2-threads/P=1");
     if !args.sample_size {
@@ -357,6 +396,22 @@ fn handoff(c: &mut Criterion, args: &Args) {
     if !args.measurement_time {
         g.measurement_time(Duration::from_secs(3));
     }
+    g.bench_function("floor", |b| {
+        b.iter_custom(|iters| {
+            let slot = Arc::new(FloorSlot::default());
+            handoff_run(
+                slot,
+                iters,
+                |s| FloorAcquire(Arc::clone(s)),
+                // The releaser's "permit" is always there to take; the
+                // waiter's drop of its own marks it released for nobody.
+                |s| {
+                    s.released.store(false, Ordering::Relaxed);
+                    Some(FloorPermit(Arc::clone(s)))
+                },
+            )
+        })
+    });
     g.bench_function("watertight", |b| {
         b.iter_custom(|iters| {
             let sem = Arc::new(Bulkhead::new("bench", 1, StdClock));

@@ -245,7 +245,7 @@ struct WakeList {
 /// or a `close` to wake a queue in a few rounds. One on microcontrollers:
 /// their queues are short, and a one-waker batch keeps the release path
 /// small (no array to initialise, walk or copy).
-const WAKE_BATCH: usize = if cfg!(target_os = "none") { 1 } else { 16 };
+const WAKE_BATCH: usize = if cfg!(target_os = "none") { 1 } else { 8 };
 
 impl WakeList {
     const fn new() -> Self {
@@ -456,7 +456,12 @@ impl<C> Bulkhead<C> {
             // unlinks it under this lock before it is dropped.
             unsafe { list.push_back(ptr) };
             node.state.store(QUEUED, Ordering::Relaxed);
-            self.hot.queued_total.fetch_add(1, Ordering::Relaxed);
+            // Written only under the lock, so no read-modify-write is needed
+            // (readers take what was stored last).
+            let queued = self.hot.queued_total.load(Ordering::Relaxed);
+            self.hot
+                .queued_total
+                .store(queued.wrapping_add(1), Ordering::Relaxed);
             return Ok(Enqueued::Queued);
         }
     }
