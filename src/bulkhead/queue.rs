@@ -430,11 +430,15 @@ impl<C> Bulkhead<C> {
                     }
                 }
             }
-            let clone = clone.get_or_insert_with(|| waker.clone());
+            if clone.is_none() {
+                clone = Some(waker.clone());
+            }
             if !word::queued(w) {
                 // Releases reach the queue through this (see `Hot::serve`):
-                // stored before the flag that sends them there.
-                self.hot.serve.store(Self::serve_fn(), Ordering::Relaxed);
+                // stored before the flag that sends them there (once).
+                if self.hot.serve.load(Ordering::Relaxed).is_null() {
+                    self.hot.serve.store(Self::serve_fn(), Ordering::Relaxed);
+                }
                 // The first waiter: set the flag in the same CAS that sees
                 // too few permits, so a release either adds its permits
                 // before it (and we take them above) or sees the flag.
@@ -448,10 +452,9 @@ impl<C> Bulkhead<C> {
                     continue;
                 }
             }
-            let clone = clone.clone();
             let ptr = NonNull::from(node.get_ref());
             // SAFETY: the owner's, not linked yet; nobody else has its address.
-            node.waker.with_mut(|slot| unsafe { *slot = Some(clone) });
+            node.waker.with_mut(|slot| unsafe { *slot = clone });
             // SAFETY: pinned (`node` is a `Pin`), not linked, and its owner
             // unlinks it under this lock before it is dropped.
             unsafe { list.push_back(ptr) };
