@@ -307,9 +307,9 @@ impl PolicyConfigBuilder {
     /// A [`PolicyConfigError`] naming the field: `max_concurrent` zero or
     /// above [`Bulkhead::MAX_PERMITS`]; a [`for_pool`](PolicyConfig::for_pool)
     /// size of zero; `max_wait` above 1 s without
-    /// [`allow_long_max_wait`](Self::allow_long_max_wait), or above zero
-    /// without the `alloc` feature (waiting for a slot needs it);
-    /// `call_timeout` zero.
+    /// [`allow_long_max_wait`](Self::allow_long_max_wait); `call_timeout`
+    /// zero. (A slot wait needs no `alloc`: the call future holds its place
+    /// in the bulkhead's queue.)
     ///
     /// # Examples
     ///

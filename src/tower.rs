@@ -17,8 +17,8 @@
 //! future; it is given back when that future completes or is dropped.
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`BreakerFuture`] and [`PolicyFuture`], and a call allocates nothing
-//! (unless it has to wait for a slot: the wait's listener). All three are
+//! [`BreakerFuture`] and [`PolicyFuture`], and a call allocates nothing,
+//! a wait for a slot included (the future holds its queue node). All three are
 //! `Send` when the inner service and its future are.
 //!
 //! # Examples
@@ -1524,8 +1524,7 @@ where
 /// The response future of [`PolicyService`]: [`Policy::call_with`]'s own
 /// future ([`PolicyCall`]) on the `Arc` of the policy, with the inner
 /// service readied and called once the policy lets the call through. A
-/// named type: no allocation per call (unless it waits for a slot: the
-/// wait's listener).
+/// named type: no allocation per call, a wait for a slot included.
 ///
 /// # Cancel safety
 ///

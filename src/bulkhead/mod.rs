@@ -136,9 +136,11 @@ use word::{AtomicWord, Word};
 /// The wait queue has a short lock, held for a few loads and stores and
 /// never while a waker runs or is dropped: `std::sync::Mutex` with `std`; a
 /// critical section with `critical-section` and no `std`; otherwise a spin
-/// lock. On a microcontroller without `critical-section`, do not wait on or
-/// release into the same bulkhead from an interrupt handler that can
-/// preempt a task doing so (enable `critical-section` for that).
+/// lock. [`waiting`](Self::waiting) and [`metrics`](Self::metrics) read the
+/// queue's length under it too. On a microcontroller without
+/// `critical-section`, do not wait on, release into or read the waiters of
+/// the same bulkhead from an interrupt handler that can preempt a task doing
+/// so (enable `critical-section` for that).
 ///
 /// # Limits
 ///
@@ -511,7 +513,8 @@ impl<C> Bulkhead<C> {
         word::capacity(self.load())
     }
 
-    /// Tasks waiting for a permit right now.
+    /// Tasks waiting for a permit right now (read under the wait queue's
+    /// lock; see [Locking](Self#locking)).
     ///
     /// # Examples
     ///
