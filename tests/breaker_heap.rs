@@ -420,3 +420,70 @@ fn a_heap_breaker_is_send_and_sync_and_shared_across_threads() {
         "2000 outcomes, the last 1000 kept"
     );
 }
+
+/// The tower layers and the exporters take the heap breaker and policy as
+/// they take the compile-time ones.
+#[cfg(all(feature = "tower", feature = "metrics"))]
+#[test]
+fn tower_layers_and_exporters_take_the_heap_breaker_and_policy() {
+    use std::sync::Arc;
+    use tower::{Layer, ServiceExt};
+    use watertight::metrics::{BreakerExporter, PolicyExporter};
+    use watertight::policy::{HeapPolicy, PolicyConfig};
+    use watertight::tower::{BreakerError, BreakerLayer, PolicyLayer};
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let clock = Arc::new(ManualClock::new());
+    future::block_on(async {
+        let breaker =
+            Arc::new(HeapBreaker::try_new("pricing", config(100), clock.clone()).unwrap());
+        let exporter = metrics::with_local_recorder(&recorder, || BreakerExporter::new(&*breaker));
+        let svc =
+            BreakerLayer::new(breaker.clone()).layer(tower::service_fn(|n: u32| async move {
+                if n == 0 {
+                    Err(())
+                } else {
+                    Ok(n)
+                }
+            }));
+        for n in 0..100 {
+            let r = svc.clone().oneshot(n % 2).await;
+            assert_eq!(r.is_ok(), n % 2 == 1);
+        }
+        assert_eq!(breaker.state(), State::Open, "50 failures of 100");
+        assert!(matches!(
+            svc.oneshot(1).await,
+            Err(BreakerError::Rejected(_))
+        ));
+        exporter.update(&*breaker);
+
+        let window = BreakerConfig::builder().window_size(100).build().unwrap();
+        let config = PolicyConfig::builder(4).breaker(window).build().unwrap();
+        let stock: Arc<HeapPolicy<_>> =
+            Arc::new(HeapPolicy::new("stock", config, clock.clone()).unwrap());
+        let policy_exporter =
+            metrics::with_local_recorder(&recorder, || PolicyExporter::new(&*stock));
+        let svc = PolicyLayer::new(stock.clone()).layer(tower::service_fn(|n: u32| async move {
+            Ok::<_, ()>(n + 1)
+        }));
+        for n in 0..150 {
+            assert_eq!(svc.clone().oneshot(n).await, Ok(n + 1));
+        }
+        policy_exporter.update(&stock);
+        assert_eq!(stock.breaker().metrics().calls, 100);
+    });
+    let text = prometheus.render();
+    assert!(
+        text.contains(r#"circuit_breaker_state{system="pricing"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"circuit_breaker_calls{system="pricing",outcome="failure"} 50"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"circuit_breaker_calls{system="stock",outcome="success"} 100"#),
+        "{text}"
+    );
+}
