@@ -14,17 +14,27 @@
 //! CLIENT_PAYMENTS__CB_OPEN_DURATION=45s    # or 45, 0.75, 750ms, 2m
 //! CLIENT_INVENTORY__MAX_CONCURRENT=20
 //! CLIENT_INVENTORY__MAX_WAIT=250ms
+//! CLIENT_INVENTORY__CB_WINDOW_SIZE=100     # any window up to 1023
 //! ```
+//!
+//! The policies are `HeapPolicy`s: their breaker window is sized from the
+//! config when the policy is made (one allocation, then none per call), so
+//! any `cb_window_size` the config accepts (1 to 1023) runs. A
+//! `Policy<C>` would hold at most 64, its compile-time `N`, for targets
+//! without a heap.
 //!
 //! With nothing set, every system gets its defaults. Try:
 //!
 //! ```text
 //! CLIENT_INVENTORY__MAX_CONCURRENT=20 CLIENT_PAYMENTS__CB_FAILURE_RATE=40 \
 //!     cargo run --example env_config --features serde,tokio
+//! CLIENT_PAYMENTS__CB_WINDOW_SIZE=100 cargo run --example env_config --features serde,tokio
 //! CLIENT_PAYMENTS__CB_FAILURE_RATE=0.5 cargo run --example env_config --features serde,tokio
+//! CLIENT_PAYMENTS__CB_WINDOW_SIZE=2000 cargo run --example env_config --features serde,tokio
 //! ```
 //!
-//! The second is refused (exit code 2): thresholds are percent. The keys are
+//! The last two are refused (exit code 2): thresholds are percent, and a
+//! window holds at most 1023 calls. The keys are
 //! listed in the docs of `PolicyConfig`'s `Deserialize` impl.
 
 use std::collections::BTreeMap;
@@ -32,7 +42,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use watertight::clock::TokioClock;
-use watertight::{Policy, PolicyConfig};
+use watertight::{HeapPolicy, PolicyConfig};
 
 /// One downstream system: its name, its variables' prefix and its defaults
 /// (as the variables would spell them, without the prefix).
@@ -145,6 +155,7 @@ fn main() -> ExitCode {
         ("CLIENT_PAYMENTS__CB_OPEN_DURATION", "-30s"),
         ("CLIENT_INVENTORY__MAX_WAIT", "5s"),
         ("CLIENT_INVENTORY__CB_OPEN_DURATON", "30"),
+        ("CLIENT_INVENTORY__CB_WINDOW_SIZE", "2000"),
     ];
     for (key, value) in typos {
         let system = SYSTEMS
@@ -169,10 +180,10 @@ fn main() -> ExitCode {
         println!();
         println!("policies:");
         for (name, config) in configs {
-            let policy: Policy<TokioClock> = match Policy::new(name, config, TokioClock) {
+            // The breaker's window is allocated here, sized by the config.
+            let policy: HeapPolicy<TokioClock> = match HeapPolicy::new(name, config, TokioClock) {
                 Ok(p) => p,
                 Err(e) => {
-                    // The window must fit the policy's capacity N (64 here).
                     eprintln!("  {name}: {e}");
                     return ExitCode::from(2);
                 }

@@ -47,8 +47,13 @@
 //! JSON) or flat with the `cb_` prefix (`cb_failure_rate = 30`, for
 //! environment variables: `CLIENT_PAYMENTS__CB_FAILURE_RATE=30`
 //! read with `envy::prefixed("CLIENT_PAYMENTS__")`); setting both is refused.
-//! The breaker's window is checked against the policy's capacity `N` by
-//! [`Policy::new`](crate::Policy::new), which names `window_size`.
+//! A `window_size` above 1023
+//! ([`BreakerConfig::MAX_WINDOW_SIZE`](crate::BreakerConfig::MAX_WINDOW_SIZE))
+//! is refused here, naming the key. A window read at run time is best run
+//! by a [`HeapPolicy`](crate::policy::HeapPolicy), which takes any window
+//! up to that; a `Policy<C, N>` checks the window against its compile-time
+//! capacity `N` (64 by default) in [`Policy::new`](crate::Policy::new),
+//! which names `window_size`.
 //!
 //! # Durations
 //!
@@ -633,8 +638,10 @@ impl RawPolicy {
 /// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
 /// either nested (TOML, YAML, JSON) or flat (environment variables:
 /// `CLIENT_PAYMENTS__CB_FAILURE_RATE=30` read with
-/// `envy::prefixed("CLIENT_PAYMENTS__")`), not both. The breaker's window is
-/// checked against the policy's `N` by [`Policy::new`](crate::Policy::new).
+/// `envy::prefixed("CLIENT_PAYMENTS__")`), not both. A window above 1023 is
+/// refused here; a [`HeapPolicy`](crate::policy::HeapPolicy) runs any
+/// window up to that, while a `Policy<C, N>` checks the window against its
+/// `N` in [`Policy::new`](crate::Policy::new).
 /// Durations, numbers-as-strings and null as for [`BreakerConfig`]. With
 /// `#[serde(flatten)]` inside an application's settings, unknown keys go to
 /// the outer struct rather than being refused.

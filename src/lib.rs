@@ -244,6 +244,8 @@ pub use breaker::{
 pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 pub use policy::{Policy, PolicyConfig};
+#[cfg(feature = "alloc")]
+pub use {breaker::HeapBreaker, policy::HeapPolicy};
 
 /// The named futures returned by this crate's async methods, for storing them
 /// in structs or naming them in trait impls.

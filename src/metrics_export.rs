@@ -85,7 +85,9 @@
 
 use ::metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge, Unit};
 
-use crate::breaker::{BreakerMetrics, CircuitBreaker, OnTransition, State, Transition};
+use crate::breaker::{
+    BreakerMetrics, CircuitBreaker, OnTransition, State, Transition, WindowStorage,
+};
 use crate::bulkhead::{Bulkhead, BulkheadMetrics};
 use crate::clock::Clock;
 use crate::policy::Policy;
@@ -434,8 +436,8 @@ impl BreakerExporter {
     /// assert!(text.contains(r#"circuit_breaker_state{system="shipping"} 0"#));
     /// assert!(text.contains(r#"circuit_breaker_failure_rate{system="shipping"} NaN"#));
     /// ```
-    pub fn new<C: Clock, const N: usize, H: OnTransition>(
-        breaker: &CircuitBreaker<C, N, H>,
+    pub fn new<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
+        breaker: &CircuitBreaker<C, N, H, W>,
     ) -> Self {
         let exporter = Self::named(breaker.name());
         exporter.update(breaker);
@@ -495,9 +497,9 @@ impl BreakerExporter {
     /// exporter.update(&shipping);
     /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="shipping"} 1"#));
     /// ```
-    pub fn update<C: Clock, const N: usize, H: OnTransition>(
+    pub fn update<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
         &self,
-        breaker: &CircuitBreaker<C, N, H>,
+        breaker: &CircuitBreaker<C, N, H, W>,
     ) {
         self.record(&breaker.metrics());
     }
@@ -588,9 +590,10 @@ impl PolicyExporter {
     /// // Exported at once, before any `update`.
     /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="payments"} 3"#));
     /// ```
-    pub fn new<C, const N: usize>(policy: &Policy<C, N>) -> Self
+    pub fn new<C, const N: usize, W>(policy: &Policy<C, N, W>) -> Self
     where
         C: Clock,
+        W: WindowStorage,
     {
         PolicyExporter {
             bulkhead: BulkheadExporter::new(policy.bulkhead()),
@@ -621,9 +624,10 @@ impl PolicyExporter {
     /// assert!(text.contains(r#"bulkhead_active_calls{system="payments"} 1"#));
     /// assert!(text.contains(r#"circuit_breaker_state{system="payments"} 3"#));
     /// ```
-    pub fn update<C, const N: usize>(&self, policy: &Policy<C, N>)
+    pub fn update<C, const N: usize, W>(&self, policy: &Policy<C, N, W>)
     where
         C: Clock,
+        W: WindowStorage,
     {
         self.bulkhead.update(policy.bulkhead());
         self.breaker.update(policy.breaker());

@@ -23,9 +23,11 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
+#[cfg(feature = "alloc")]
+use crate::breaker::Heap;
 use crate::breaker::{
     err_is_failure, fail_on_unwind, BreakerConfig, BreakerConfigError, BreakerField,
-    CircuitBreaker, ErrIsFailure, Guard, Outcome, Raw, Rejection,
+    CircuitBreaker, ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
@@ -755,6 +757,12 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// the future at any await point gives the slot back and frees a half-open
 /// probe slot.
 ///
+/// `N` is the breaker's window capacity (64 by default), fixed at compile
+/// time with the window kept inline (`W` = [`Inline<N>`]): no heap. A
+/// server that reads the window from config at run time uses a
+/// [`HeapPolicy`] (`W` = [`Heap`]), which takes any
+/// window up to [`BreakerConfig::MAX_WINDOW_SIZE`].
+///
 /// # Examples
 ///
 /// ```
@@ -774,21 +782,54 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// assert_eq!(stock, Ok(12));
 /// # });
 /// ```
-pub struct Policy<C, const N: usize = 64> {
+pub struct Policy<C, const N: usize = 64, W = Inline<N>> {
     bulkhead: Bulkhead<C>,
-    breaker: CircuitBreaker<C, N>,
+    breaker: CircuitBreaker<C, N, (), W>,
     clock: C,
     max_wait: Duration,
     call_timeout: Duration,
 }
 
-impl<C: Clone, const N: usize> Policy<C, N> {
-    /// The policy for system `name`.
+/// A [`Policy`] whose breaker window is sized from config at run time
+/// (feature `alloc`): a [`HeapBreaker`](crate::breaker::HeapBreaker)
+/// inside, so any `window_size` a config holds (up to
+/// [`BreakerConfig::MAX_WINDOW_SIZE`], 1023) is taken, where a `Policy<C>`
+/// holds at most 64. For servers whose operators set the window in the
+/// environment (`cb_window_size = 100`).
+///
+/// The window's slots are allocated once, by [`Policy::new`]; no call
+/// allocates. Everything else is `Policy`'s: the same calls, layers and
+/// exporters.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{HeapPolicy, PolicyConfig};
+/// use watertight::BreakerConfig;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let window = BreakerConfig::builder().window_size(100).build().unwrap();
+/// let config = PolicyConfig::builder(8).breaker(window).build().unwrap();
+/// let search: HeapPolicy<_> = HeapPolicy::new("search", config, &clock).unwrap();
+/// assert_eq!(search.call(|| async { Ok::<_, ()>("hits") }).await, Ok("hits"));
+/// assert_eq!(search.breaker().config().window_size(), 100);
+/// # });
+/// ```
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+pub type HeapPolicy<C> = Policy<C, { BreakerConfig::MAX_WINDOW_SIZE }, Heap>;
+
+impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
+    /// The policy for system `name`. A [`HeapPolicy`] allocates its
+    /// breaker's window here, once, sized by the config.
     ///
     /// # Errors
     ///
     /// [`PolicyConfigError::Breaker`] if the breaker's window does not fit
-    /// in `N`.
+    /// in `N` (never for a [`HeapPolicy`], whose window is sized from the
+    /// config).
     ///
     /// # Examples
     ///
@@ -806,6 +847,14 @@ impl<C: Clone, const N: usize> Policy<C, N> {
     /// let config = PolicyConfig::builder(4).build().unwrap();
     /// let err = Policy::<_, 16>::new("x", config, &clock).unwrap_err();
     /// assert_eq!(err.field(), "window_size");
+    ///
+    /// // Sized at run time: any window a config holds.
+    /// # #[cfg(feature = "alloc")] {
+    /// let large = BreakerConfig::builder().window_size(500).build().unwrap();
+    /// let config = PolicyConfig::builder(4).breaker(large).build().unwrap();
+    /// let p = watertight::policy::HeapPolicy::new("x", config, &clock).unwrap();
+    /// assert_eq!(p.breaker().config().window_size(), 500);
+    /// # }
     /// ```
     pub fn new(
         name: &'static str,
@@ -830,7 +879,7 @@ impl<C: Clone, const N: usize> Policy<C, N> {
     }
 }
 
-impl<C, const N: usize> Policy<C, N> {
+impl<C, const N: usize, W> Policy<C, N, W> {
     /// The system's name.
     ///
     /// # Examples
@@ -872,7 +921,7 @@ impl<C, const N: usize> Policy<C, N> {
     /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
     /// assert_eq!(p.breaker().state(), watertight::breaker::State::Closed);
     /// ```
-    pub fn breaker(&self) -> &CircuitBreaker<C, N> {
+    pub fn breaker(&self) -> &CircuitBreaker<C, N, (), W> {
         &self.breaker
     }
 }
@@ -881,7 +930,7 @@ impl<C, const N: usize> Policy<C, N> {
 // clock that cannot wait (`StdClock`) gets `Timer`'s own message ("cannot
 // wait", naming the clocks that can) instead of "method exists but its trait
 // bounds were not satisfied".
-impl<C, const N: usize> Policy<C, N> {
+impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     /// Runs the call `make()` through the three layers (see the type docs):
     /// an `Err` is a failure for the breaker, an `Ok` a success.
     ///
@@ -1042,7 +1091,7 @@ impl<C, const N: usize> Policy<C, N> {
     }
 }
 
-impl<C, const N: usize> fmt::Debug for Policy<C, N> {
+impl<C, const N: usize, W: WindowStorage> fmt::Debug for Policy<C, N, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name())
@@ -1109,25 +1158,25 @@ mod sealed {
 }
 pub(crate) use sealed::{Dispatch, Handle, Judge, Parts};
 
-impl<C: Timer, const N: usize> Handle for &Policy<C, N> {
+impl<C: Timer, const N: usize, W: WindowStorage> Handle for &Policy<C, N, W> {
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+    type Breaker = CircuitBreaker<C, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
         Policy::parts(self)
     }
 }
 
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
-impl<C: Timer, const N: usize> Handle for alloc::sync::Arc<Policy<C, N>> {
+impl<C: Timer, const N: usize, W: WindowStorage> Handle for alloc::sync::Arc<Policy<C, N, W>> {
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+    type Breaker = CircuitBreaker<C, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
         Policy::parts(self)
     }
 }
 
-impl<C, const N: usize> Policy<C, N> {
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N>> {
+impl<C, const N: usize, W> Policy<C, N, W> {
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
         Parts {
             bulkhead: &self.bulkhead,
             breaker: &self.breaker,

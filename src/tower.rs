@@ -56,7 +56,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::breaker::{fail_on_unwind, CircuitBreaker, Guard, Outcome, Raw, Rejection};
+use crate::breaker::{
+    fail_on_unwind, CircuitBreaker, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
+};
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
 use crate::futures::AcquireOwnedTimeout;
@@ -939,12 +941,12 @@ impl<E: core::error::Error + 'static> core::error::Error for BreakerError<E> {
 /// assert!(matches!(svc.oneshot(200).await, Err(BreakerError::Rejected(_))));
 /// # });
 /// ```
-pub struct BreakerLayer<C, const N: usize, K = ErrorIsFailure> {
-    breaker: Arc<CircuitBreaker<C, N>>,
+pub struct BreakerLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
+    breaker: Arc<CircuitBreaker<C, N, (), W>>,
     classify: K,
 }
 
-impl<C, const N: usize> BreakerLayer<C, N> {
+impl<C, const N: usize, W> BreakerLayer<C, N, ErrorIsFailure, W> {
     /// A layer where an `Err` from the inner service is a failure.
     ///
     /// # Examples
@@ -967,7 +969,7 @@ impl<C, const N: usize> BreakerLayer<C, N> {
     /// assert_eq!((breaker.metrics().calls, breaker.metrics().failed_calls), (2, 1));
     /// # });
     /// ```
-    pub fn new(breaker: Arc<CircuitBreaker<C, N>>) -> Self {
+    pub fn new(breaker: Arc<CircuitBreaker<C, N, (), W>>) -> Self {
         BreakerLayer {
             breaker,
             classify: ErrorIsFailure,
@@ -975,7 +977,7 @@ impl<C, const N: usize> BreakerLayer<C, N> {
     }
 }
 
-impl<C, const N: usize, K> BreakerLayer<C, N, K> {
+impl<C, const N: usize, K, W> BreakerLayer<C, N, K, W> {
     /// Uses `classify` to tell failures from answers.
     ///
     /// # Examples
@@ -1009,7 +1011,7 @@ impl<C, const N: usize, K> BreakerLayer<C, N, K> {
     /// assert_eq!(breaker.metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn classify<K2>(self, classify: K2) -> BreakerLayer<C, N, K2> {
+    pub fn classify<K2>(self, classify: K2) -> BreakerLayer<C, N, K2, W> {
         BreakerLayer {
             breaker: self.breaker,
             classify,
@@ -1017,7 +1019,7 @@ impl<C, const N: usize, K> BreakerLayer<C, N, K> {
     }
 }
 
-impl<C, const N: usize, K: Clone> Clone for BreakerLayer<C, N, K> {
+impl<C, const N: usize, K: Clone, W> Clone for BreakerLayer<C, N, K, W> {
     fn clone(&self) -> Self {
         BreakerLayer {
             breaker: Arc::clone(&self.breaker),
@@ -1026,7 +1028,7 @@ impl<C, const N: usize, K: Clone> Clone for BreakerLayer<C, N, K> {
     }
 }
 
-impl<C, const N: usize, K> fmt::Debug for BreakerLayer<C, N, K> {
+impl<C, const N: usize, K, W> fmt::Debug for BreakerLayer<C, N, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerLayer")
             .field("breaker", &self.breaker.name())
@@ -1034,8 +1036,8 @@ impl<C, const N: usize, K> fmt::Debug for BreakerLayer<C, N, K> {
     }
 }
 
-impl<S, C, const N: usize, K: Clone> Layer<S> for BreakerLayer<C, N, K> {
-    type Service = BreakerService<S, C, N, K>;
+impl<S, C, const N: usize, K: Clone, W> Layer<S> for BreakerLayer<C, N, K, W> {
+    type Service = BreakerService<S, C, N, K, W>;
     fn layer(&self, inner: S) -> Self::Service {
         BreakerService {
             inner,
@@ -1080,13 +1082,13 @@ impl<S, C, const N: usize, K: Clone> Layer<S> for BreakerLayer<C, N, K> {
 /// assert_eq!(reached.load(Ordering::Relaxed), 0); // the pricing service was spared
 /// # });
 /// ```
-pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure> {
+pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
     inner: S,
-    breaker: Arc<CircuitBreaker<C, N>>,
+    breaker: Arc<CircuitBreaker<C, N, (), W>>,
     classify: K,
 }
 
-impl<S, C, const N: usize, K> BreakerService<S, C, N, K> {
+impl<S, C, const N: usize, K, W> BreakerService<S, C, N, K, W> {
     /// The breaker.
     ///
     /// # Examples
@@ -1108,12 +1110,12 @@ impl<S, C, const N: usize, K> BreakerService<S, C, N, K> {
     /// assert_eq!(svc.breaker().state(), State::ForcedOpen);
     /// assert_eq!(svc.breaker().name(), "pricing");
     /// ```
-    pub fn breaker(&self) -> &Arc<CircuitBreaker<C, N>> {
+    pub fn breaker(&self) -> &Arc<CircuitBreaker<C, N, (), W>> {
         &self.breaker
     }
 }
 
-impl<S: Clone, C, const N: usize, K: Clone> Clone for BreakerService<S, C, N, K> {
+impl<S: Clone, C, const N: usize, K: Clone, W> Clone for BreakerService<S, C, N, K, W> {
     fn clone(&self) -> Self {
         BreakerService {
             inner: self.inner.clone(),
@@ -1123,7 +1125,7 @@ impl<S: Clone, C, const N: usize, K: Clone> Clone for BreakerService<S, C, N, K>
     }
 }
 
-impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for BreakerService<S, C, N, K> {
+impl<S: fmt::Debug, C, const N: usize, K, W> fmt::Debug for BreakerService<S, C, N, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerService")
             .field("inner", &self.inner)
@@ -1132,15 +1134,16 @@ impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for BreakerService<S, C, N,
     }
 }
 
-impl<S, C, const N: usize, K, Req> Service<Req> for BreakerService<S, C, N, K>
+impl<S, C, const N: usize, K, W, Req> Service<Req> for BreakerService<S, C, N, K, W>
 where
     S: Service<Req>,
     C: Clock,
+    W: WindowStorage,
     K: Classify<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = BreakerError<S::Error>;
-    type Future = BreakerFuture<CircuitBreaker<C, N>, S::Future, K>;
+    type Future = BreakerFuture<CircuitBreaker<C, N, (), W>, S::Future, K>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(BreakerError::Inner)
@@ -1301,12 +1304,12 @@ impl<B: Guard, F, K> fmt::Debug for BreakerFuture<B, F, K> {
 /// assert_eq!(svc.oneshot(1).await, Ok(2));
 /// # });
 /// ```
-pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure> {
-    policy: Arc<Policy<C, N>>,
+pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
+    policy: Arc<Policy<C, N, W>>,
     classify: K,
 }
 
-impl<C, const N: usize> PolicyLayer<C, N> {
+impl<C, const N: usize, W> PolicyLayer<C, N, ErrorIsFailure, W> {
     /// A layer where an `Err` from the inner service is a failure.
     ///
     /// # Examples
@@ -1331,7 +1334,7 @@ impl<C, const N: usize> PolicyLayer<C, N> {
     /// assert_eq!(payments.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn new(policy: Arc<Policy<C, N>>) -> Self {
+    pub fn new(policy: Arc<Policy<C, N, W>>) -> Self {
         PolicyLayer {
             policy,
             classify: ErrorIsFailure,
@@ -1339,7 +1342,7 @@ impl<C, const N: usize> PolicyLayer<C, N> {
     }
 }
 
-impl<C, const N: usize, K> PolicyLayer<C, N, K> {
+impl<C, const N: usize, K, W> PolicyLayer<C, N, K, W> {
     /// Uses `classify` to tell failures from answers.
     ///
     /// # Examples
@@ -1367,7 +1370,7 @@ impl<C, const N: usize, K> PolicyLayer<C, N, K> {
     /// assert_eq!(search.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2> {
+    pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2, W> {
         PolicyLayer {
             policy: self.policy,
             classify,
@@ -1375,7 +1378,7 @@ impl<C, const N: usize, K> PolicyLayer<C, N, K> {
     }
 }
 
-impl<C, const N: usize, K: Clone> Clone for PolicyLayer<C, N, K> {
+impl<C, const N: usize, K: Clone, W> Clone for PolicyLayer<C, N, K, W> {
     fn clone(&self) -> Self {
         PolicyLayer {
             policy: Arc::clone(&self.policy),
@@ -1384,7 +1387,7 @@ impl<C, const N: usize, K: Clone> Clone for PolicyLayer<C, N, K> {
     }
 }
 
-impl<C, const N: usize, K> fmt::Debug for PolicyLayer<C, N, K> {
+impl<C, const N: usize, K, W> fmt::Debug for PolicyLayer<C, N, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyLayer")
             .field("policy", &self.policy.name())
@@ -1392,8 +1395,8 @@ impl<C, const N: usize, K> fmt::Debug for PolicyLayer<C, N, K> {
     }
 }
 
-impl<S, C, const N: usize, K: Clone> Layer<S> for PolicyLayer<C, N, K> {
-    type Service = PolicyService<S, C, N, K>;
+impl<S, C, const N: usize, K: Clone, W> Layer<S> for PolicyLayer<C, N, K, W> {
+    type Service = PolicyService<S, C, N, K, W>;
     fn layer(&self, inner: S) -> Self::Service {
         PolicyService {
             inner,
@@ -1436,13 +1439,13 @@ impl<S, C, const N: usize, K: Clone> Layer<S> for PolicyLayer<C, N, K> {
 /// assert!(err.is_unavailable());
 /// # });
 /// ```
-pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure> {
+pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
     inner: S,
-    policy: Arc<Policy<C, N>>,
+    policy: Arc<Policy<C, N, W>>,
     classify: K,
 }
 
-impl<S, C, const N: usize, K> PolicyService<S, C, N, K> {
+impl<S, C, const N: usize, K, W> PolicyService<S, C, N, K, W> {
     /// The policy.
     ///
     /// # Examples
@@ -1462,12 +1465,12 @@ impl<S, C, const N: usize, K> PolicyService<S, C, N, K> {
     /// assert!(Arc::ptr_eq(svc.policy(), &payments));
     /// assert_eq!(svc.policy().bulkhead().capacity(), 4);
     /// ```
-    pub fn policy(&self) -> &Arc<Policy<C, N>> {
+    pub fn policy(&self) -> &Arc<Policy<C, N, W>> {
         &self.policy
     }
 }
 
-impl<S: Clone, C, const N: usize, K: Clone> Clone for PolicyService<S, C, N, K> {
+impl<S: Clone, C, const N: usize, K: Clone, W> Clone for PolicyService<S, C, N, K, W> {
     fn clone(&self) -> Self {
         PolicyService {
             inner: self.inner.clone(),
@@ -1477,7 +1480,7 @@ impl<S: Clone, C, const N: usize, K: Clone> Clone for PolicyService<S, C, N, K> 
     }
 }
 
-impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for PolicyService<S, C, N, K> {
+impl<S: fmt::Debug, C, const N: usize, K, W> fmt::Debug for PolicyService<S, C, N, K, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyService")
             .field("inner", &self.inner)
@@ -1486,15 +1489,16 @@ impl<S: fmt::Debug, C, const N: usize, K> fmt::Debug for PolicyService<S, C, N, 
     }
 }
 
-impl<S, C, const N: usize, K, Req> Service<Req> for PolicyService<S, C, N, K>
+impl<S, C, const N: usize, K, W, Req> Service<Req> for PolicyService<S, C, N, K, W>
 where
     S: Service<Req> + Clone,
     C: Timer,
+    W: WindowStorage,
     K: Classify<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = policy::Error<S::Error>;
-    type Future = PolicyFuture<C, N, S, Req, K>;
+    type Future = PolicyFuture<C, N, S, Req, K, W>;
 
     /// Always ready: the inner service's readiness is awaited inside the
     /// call, once the policy has let it through, so that waiting on it
@@ -1552,8 +1556,8 @@ where
 /// assert_eq!(futures_lite::future::block_on(call), Ok(40));
 /// assert_eq!(ledger.breaker().metrics().calls, 1);
 /// ```
-pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure> =
-    PolicyCall<Arc<Policy<C, N>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
+pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure, W = Inline<N>> =
+    PolicyCall<Arc<Policy<C, N, W>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
 
 /// How [`PolicyService`] starts a call and judges its result.
 mod dispatch {

@@ -1,6 +1,8 @@
 #![cfg(not(loom))]
 //! Model-based test of `CircuitBreaker`: random sequences of operations run
-//! single-threaded against the real `CircuitBreaker<&ManualClock, 8>` and
+//! single-threaded against the real `CircuitBreaker<&ManualClock, 8>` (and,
+//! the same cases, against a `HeapBreaker`, whose window is sized at run
+//! time; and on the heap breaker with windows of 100 and 1000) and
 //! against a plain sequential reference model written below (a state enum, a
 //! generation counter, a `VecDeque` of outcomes, the instant the open wait
 //! began and the instant the half-open episode last admitted a probe, probe
@@ -71,9 +73,12 @@ use std::time::Duration;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use watertight::breaker::State;
+use watertight::breaker::{Heap, Inline, State, WindowStorage};
 use watertight::clock::{Clock, ManualClock};
 use watertight::{BreakerConfig, CallError, CallPermit, CircuitBreaker, Outcome, Rejection};
+
+/// The heap breaker's `N`: the largest window.
+const HEAP: usize = BreakerConfig::MAX_WINDOW_SIZE;
 
 const MS: u64 = 1_000_000;
 
@@ -118,9 +123,23 @@ impl Cfg {
 }
 
 fn cfgs() -> impl Strategy<Value = Cfg> {
-    (1..=8usize).prop_flat_map(|window_size| {
+    cfgs_of(1..=8usize, |window_size| 1..=window_size)
+}
+
+/// Windows of 100 and 1000, for the heap breaker: a case's operations
+/// (at most 60) never fill them, so the minimum is at most 50 for rates to
+/// be evaluated.
+fn large_cfgs() -> impl Strategy<Value = Cfg> {
+    cfgs_of(prop::sample::select(vec![100usize, 1000]), |_| 1..=50usize)
+}
+
+fn cfgs_of(
+    windows: impl Strategy<Value = usize>,
+    minimum: fn(usize) -> core::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = Cfg> {
+    windows.prop_flat_map(move |window_size| {
         (
-            1..=window_size,
+            minimum(window_size),
             prop::sample::select(vec![20u64, 30, 50, 75, 100]),
             prop_oneof![2 => Just(None), 3 => prop::sample::select(vec![1u64, 2, 5, 10]).prop_map(Some)],
             prop::sample::select(vec![20u64, 50, 75, 100]),
@@ -696,10 +715,10 @@ impl Model {
 type Clk<'a> = &'a ManualClock;
 type Breaker<'a> = CircuitBreaker<Clk<'a>, 8>;
 
-struct Harness<'a> {
+struct Harness<'a, const N: usize, W: WindowStorage> {
     clock: &'a ManualClock,
-    breaker: &'a Breaker<'a>,
-    permits: Vec<CallPermit<'a, Clk<'a>, 8>>,
+    breaker: &'a CircuitBreaker<Clk<'a>, N, (), W>,
+    permits: Vec<CallPermit<'a, Clk<'a>, N, (), W>>,
     model: Model,
 }
 
@@ -717,8 +736,12 @@ fn same_rate(got: Option<f32>, want: Option<f64>) -> bool {
     }
 }
 
-impl<'a> Harness<'a> {
-    fn new(clock: &'a ManualClock, breaker: &'a Breaker<'a>, cfg: Cfg) -> Self {
+impl<'a, const N: usize, W: WindowStorage> Harness<'a, N, W> {
+    fn new(
+        clock: &'a ManualClock,
+        breaker: &'a CircuitBreaker<Clk<'a>, N, (), W>,
+        cfg: Cfg,
+    ) -> Self {
         Harness {
             clock,
             breaker,
@@ -849,9 +872,12 @@ impl<'a> Harness<'a> {
     }
 }
 
-fn run(cfg: Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
+/// Runs `ops` on a breaker of capacity `N` with its window in `W`, next to
+/// the model.
+fn run<const N: usize, W: WindowStorage>(cfg: Cfg, ops: &[Op]) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
-    let breaker: Breaker<'_> = CircuitBreaker::new("model", cfg.build(), &clock);
+    let breaker = CircuitBreaker::<_, N, (), W>::try_new("model", cfg.build(), &clock)
+        .expect("the window fits");
     let mut h = Harness::new(&clock, &breaker, cfg);
     h.check()?;
     for (step, op) in ops.iter().enumerate() {
@@ -887,14 +913,32 @@ proptest! {
     /// answers and the same observable state as the model at every step.
     #[test]
     fn every_operation(cfg in cfgs(), ops in ops(ALL)) {
-        run(cfg, &ops)?;
+        run::<8, Inline<8>>(cfg, &ops)?;
     }
 
     /// The same without `force_open` and `disable`, with more clock steps
     /// and successes: many open / half-open / close cycles per case.
     #[test]
     fn open_half_open_cycles(cfg in cfgs(), ops in ops(CYCLE)) {
-        run(cfg, &ops)?;
+        run::<8, Inline<8>>(cfg, &ops)?;
+    }
+
+    /// `every_operation` on the heap breaker (the window sized at run time).
+    #[test]
+    fn every_operation_heap(cfg in cfgs(), ops in ops(ALL)) {
+        run::<HEAP, Heap>(cfg, &ops)?;
+    }
+
+    /// `open_half_open_cycles` on the heap breaker.
+    #[test]
+    fn open_half_open_cycles_heap(cfg in cfgs(), ops in ops(CYCLE)) {
+        run::<HEAP, Heap>(cfg, &ops)?;
+    }
+
+    /// Every operation on heap windows of 100 and 1000.
+    #[test]
+    fn every_operation_heap_large_windows(cfg in large_cfgs(), ops in ops(ALL)) {
+        run::<HEAP, Heap>(cfg, &ops)?;
     }
 }
 

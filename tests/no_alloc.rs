@@ -431,6 +431,86 @@ fn breaker_call_polled_to_completion_does_not_allocate() {
     assert_eq!(n, 0, "call() rejected");
 }
 
+#[test]
+fn a_heap_breaker_allocates_once_when_made_and_never_per_call() {
+    use watertight::breaker::HeapBreaker;
+    use watertight::policy::HeapPolicy;
+
+    let clock = ManualClock::new();
+    let config = BreakerConfig::builder()
+        .window_size(100)
+        .minimum_calls(100)
+        .open_duration(Duration::from_secs(10))
+        .half_open_calls(2)
+        .build()
+        .unwrap();
+    let mut made = None;
+    let n = allocations_in(|| made = Some(HeapBreaker::try_new("heap", config, &clock).unwrap()));
+    assert_eq!(
+        n, 1,
+        "the window's slots: one allocation, when the breaker is made"
+    );
+    let b = made.unwrap();
+    futures_lite::future::block_on(async {});
+
+    let n = allocations_in(|| {
+        b.try_acquire().unwrap().success();
+        b.try_acquire().unwrap().failure();
+        b.try_acquire().unwrap().ignore();
+        b.try_acquire().unwrap().record(Outcome::Success);
+        drop(b.try_acquire().unwrap());
+    });
+    assert_eq!(n, 0, "permits and their outcomes");
+    // Around the 100-call ring three times, then the healthy-window path.
+    let n = allocations_in(|| {
+        for _ in 0..400 {
+            b.try_acquire().unwrap().success();
+        }
+    });
+    assert_eq!(n, 0, "400 successes around the ring");
+    assert_eq!((b.metrics().calls, b.metrics().failed_calls), (100, 0));
+
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(b.call(async { Ok::<_, ()>(7) }));
+        assert_eq!(r, Ok(7));
+        // 50 failures of the last 100 calls trip it (50 %).
+        for _ in 0..50 {
+            b.try_acquire().unwrap().failure();
+        }
+        assert!(b.try_acquire().is_err());
+    });
+    assert_eq!(n, 0, "call(), a trip and a rejection");
+    assert_eq!(b.state(), State::Open);
+
+    clock.advance(Duration::from_secs(10));
+    let n = allocations_in(|| {
+        let first = b.try_acquire().unwrap();
+        let second = b.try_acquire().unwrap();
+        assert_eq!(b.try_acquire().unwrap_err(), Rejection::ProbesBusy);
+        first.success();
+        second.success();
+        b.force_open();
+        b.disable();
+        b.reset();
+        let _ = b.metrics();
+    });
+    assert_eq!(n, 0, "half-open probes, the close, the operator switches");
+    assert_eq!(b.state(), State::Closed);
+
+    // A heap policy: its window is allocated by `new`, its calls allocate nothing.
+    let window = BreakerConfig::builder().window_size(1000).build().unwrap();
+    let config = PolicyConfig::builder(4).breaker(window).build().unwrap();
+    let p = HeapPolicy::new("heap policy", config, &clock).unwrap();
+    let n = allocations_in(|| {
+        let r = futures_lite::future::block_on(p.call(|| async { Ok::<_, ()>(1) }));
+        assert_eq!(r, Ok(1));
+        let r = futures_lite::future::block_on(p.call(|| async { Err::<(), _>("boom") }));
+        assert!(r.is_err());
+    });
+    assert_eq!(n, 0, "a heap policy's calls");
+    assert_eq!(p.breaker().metrics().calls, 2);
+}
+
 // ---------------------------------------------------------------------------
 // Deadlines and the policy
 // ---------------------------------------------------------------------------

@@ -565,6 +565,53 @@ fn a_window_above_the_policys_capacity_is_refused_by_policy_new() {
     assert!(Policy::<_, 128>::new("s", config, &clock).is_ok());
 }
 
+#[test]
+fn an_env_window_of_100_builds_a_working_heap_policy() {
+    use watertight::breaker::State;
+    use watertight::HeapPolicy;
+
+    let vars = env(&[
+        ("S__MAX_CONCURRENT", "4"),
+        ("S__CB_WINDOW_SIZE", "100"),
+        ("S__CB_MIN_CALLS", "100"),
+    ]);
+    let config: PolicyConfig = envy::prefixed("S__").from_iter(vars).unwrap();
+    assert_eq!(config.breaker().window_size(), 100);
+    let clock = ManualClock::new();
+    let p: HeapPolicy<_> = HeapPolicy::new("s", config, &clock).expect("any window up to 1023");
+    futures_lite::future::block_on(async {
+        // 100 calls fill the window; 50 failures among them trip it.
+        for i in 0..100 {
+            let r = p
+                .call(|| async move {
+                    if i % 2 == 0 {
+                        Err(())
+                    } else {
+                        Ok(i)
+                    }
+                })
+                .await;
+            assert_eq!(r.is_ok(), i % 2 == 1);
+        }
+    });
+    let m = p.breaker().metrics();
+    assert_eq!((m.state, m.calls, m.failed_calls), (State::Open, 100, 50));
+    assert_eq!(p.bulkhead().available(), 4, "every slot given back");
+
+    // The largest window the config holds runs too; one more is refused
+    // where the config is read, naming the key.
+    let vars = env(&[("S__MAX_CONCURRENT", "4"), ("S__CB_WINDOW_SIZE", "1023")]);
+    let config: PolicyConfig = envy::prefixed("S__").from_iter(vars).unwrap();
+    assert!(HeapPolicy::new("s", config, &clock).is_ok());
+    let vars = env(&[("S__MAX_CONCURRENT", "4"), ("S__CB_WINDOW_SIZE", "1024")]);
+    let err = envy::prefixed("S__").from_iter::<_, PolicyConfig>(vars);
+    assert_names(
+        err.map_err(|e| e.to_string()),
+        "cb_window_size",
+        "is 1024; allowed: 1 to 1023",
+    );
+}
+
 /// An application's own settings and the policy's under one prefix, as a
 /// service keeps its HTTP client's timeouts beside the breaker's settings.
 #[test]

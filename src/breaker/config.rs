@@ -19,7 +19,7 @@ use super::word::{MAX_DURATION_NS, MAX_PROBES};
 ///
 /// | setting | default | |
 /// |---|---|---|
-/// | `window_size` | 50 | outcomes in the count window (≤ the breaker's `N`) |
+/// | `window_size` | 50 | outcomes in the count window (≤ the breaker's `N`; any up to 1023 for a [`HeapBreaker`](super::HeapBreaker)) |
 /// | `minimum_calls` | 10 | outcomes in the window before rates are evaluated |
 /// | `failure_rate_threshold` | 50 % | trips when the failure rate is at or above it |
 /// | `slow_call_duration` | off | a call is slow when it takes strictly longer |
@@ -94,6 +94,30 @@ impl BreakerConfig {
         Ok(c) => c,
         Err(e) => e.panic(),
     };
+
+    /// The largest `window_size` a config may have, and so the largest
+    /// window any breaker holds: 1023 outcomes (the window's index is 10
+    /// bits of its one atomic word). A larger one is refused by
+    /// [`build`](BreakerConfigBuilder::build) (and by `Deserialize`) with
+    /// [`BreakerConfigError::TooLarge`] naming `window_size`. A
+    /// [`HeapBreaker`](super::HeapBreaker) takes any window up to it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::BreakerField;
+    /// use watertight::{BreakerConfig, BreakerConfigError};
+    ///
+    /// assert_eq!(BreakerConfig::MAX_WINDOW_SIZE, 1023);
+    /// let largest = BreakerConfig::builder().window_size(BreakerConfig::MAX_WINDOW_SIZE).build();
+    /// assert!(largest.is_ok());
+    /// let err = BreakerConfig::builder().window_size(1024).build().unwrap_err();
+    /// assert_eq!(
+    ///     err,
+    ///     BreakerConfigError::TooLarge { field: BreakerField::WindowSize, value: 1024, max: 1023 }
+    /// );
+    /// ```
+    pub const MAX_WINDOW_SIZE: usize = MAX_WINDOW;
 
     /// A builder starting from the defaults.
     pub const fn builder() -> BreakerConfigBuilder {

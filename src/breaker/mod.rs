@@ -24,7 +24,10 @@ pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, Breake
 pub use error::{CallError, Rejection};
 pub(crate) use sealed::Guard;
 pub(crate) use sealed::Raw;
+#[cfg(feature = "alloc")]
+pub use window::Heap;
 use window::{Counts, Kind, Recorded, Window, MAX_WINDOW};
+pub use window::{Inline, WindowStorage};
 use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN, HALF_OPEN, OPEN};
 
 /// The state of a breaker.
@@ -289,6 +292,42 @@ impl<F: Fn(&Transition)> OnTransition for F {
 #[cfg(feature = "std")]
 pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 
+/// A breaker whose window is sized from config at run time (feature
+/// `alloc`): any `window_size` a [`BreakerConfig`] holds, up to
+/// [`BreakerConfig::MAX_WINDOW_SIZE`] (1023), for servers that read the
+/// window from their environment.
+///
+/// Its slots ([`Heap`]) are one boxed slice of exactly `window_size` bytes,
+/// allocated once, when the breaker is made
+/// ([`try_new`](CircuitBreaker::try_new) or
+/// [`try_with_listener`](CircuitBreaker::try_with_listener), which never
+/// fail for it: every valid config fits); no call allocates. Everything
+/// else is the `CircuitBreaker` of a compile-time `N`: the same lock-free
+/// ring, the same code, the same behaviour. Its `N` is the largest window,
+/// [`BreakerConfig::MAX_WINDOW_SIZE`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::breaker::{HeapBreaker, State};
+/// use watertight::clock::ManualClock;
+/// use watertight::BreakerConfig;
+///
+/// // A window of 100 calls, as an operator might set it.
+/// let config = BreakerConfig::builder().window_size(100).minimum_calls(100).build().unwrap();
+/// let clock = ManualClock::new();
+/// let search: HeapBreaker<_> = HeapBreaker::try_new("search", config, &clock).unwrap();
+/// for i in 0..100 {
+///     let permit = search.try_acquire().unwrap();
+///     if i % 2 == 0 { permit.failure() } else { permit.success() }
+/// }
+/// assert_eq!(search.state(), State::Open); // 50 of 100
+/// assert_eq!(search.metrics().calls, 100);
+/// ```
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+pub type HeapBreaker<C, H = ()> = CircuitBreaker<C, { BreakerConfig::MAX_WINDOW_SIZE }, H, Heap>;
+
 /// A circuit breaker: stops calling a system that is clearly failing or
 /// slowly dying, and lets it recover.
 ///
@@ -297,7 +336,10 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// window size in use is the config's `window_size ≤ N`. `C` is the clock
 /// (the same breaker runs on tokio, smol, async-std, embassy, or a
 /// [`ManualClock`](crate::clock::ManualClock) in tests); `H` is an optional
-/// [`OnTransition`] listener.
+/// [`OnTransition`] listener. `W` is where the window's slots live:
+/// [`Inline<N>`] (the default) inside the breaker, or, for a window sized
+/// from config at run time, [`Heap`] (feature `alloc`), one allocation made
+/// with the breaker: see [`HeapBreaker`].
 ///
 /// Two ways to use it: [`call`](Self::call) / [`call_with`](Self::call_with)
 /// wrap a future and record its outcome; [`try_acquire`](Self::try_acquire)
@@ -436,14 +478,14 @@ pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
 /// a slot write if the slot changes, and a read of the window's slots when an
 /// outcome may have raised a rate. Slow-call detection adds two clock reads.
 /// No operation allocates.
-pub struct CircuitBreaker<C, const N: usize, H = ()> {
+pub struct CircuitBreaker<C, const N: usize, H = (), W = Inline<N>> {
     state: AtomicU32,
     /// When the current state began (tagged with its generation).
     stamp: AtomicStamp,
     /// When the current half-open episode last admitted a probe (tagged with
     /// its generation); kept only with `max_half_open_wait` set.
     admitted: AtomicStamp,
-    window: Window<N>,
+    window: Window<W>,
     rejected: AtomicUsize,
     stale: AtomicUsize,
     config: BreakerConfig,
@@ -496,13 +538,18 @@ impl<C, const N: usize> CircuitBreaker<C, N> {
             Self::with_listener(name, config, clock, ())
         }
     }
+}
 
-    /// Like [`new`](Self::new), for config read at run time.
+impl<C, const N: usize, W: WindowStorage> CircuitBreaker<C, N, (), W> {
+    /// Like [`new`](CircuitBreaker::new), for config read at run time; and
+    /// the constructor of a [`HeapBreaker`], which allocates its window's
+    /// `window_size` slots here, once.
     ///
     /// # Errors
     ///
     /// [`BreakerConfigError::WindowAboveCapacity`] if `config.window_size()`
-    /// is larger than `N`.
+    /// is larger than `N`. Never for a [`HeapBreaker`]: its `N` is the
+    /// largest window a config can hold.
     ///
     /// # Examples
     ///
@@ -513,6 +560,13 @@ impl<C, const N: usize> CircuitBreaker<C, N> {
     /// let clock = ManualClock::new();
     /// let err = CircuitBreaker::<_, 16>::try_new("x", BreakerConfig::DEFAULT, &clock).unwrap_err();
     /// assert_eq!(err, BreakerConfigError::WindowAboveCapacity { window_size: 50, capacity: 16 });
+    ///
+    /// // Sized at run time: any window a config holds.
+    /// # #[cfg(feature = "alloc")] {
+    /// let config = BreakerConfig::builder().window_size(1000).build().unwrap();
+    /// let b = watertight::breaker::HeapBreaker::try_new("x", config, &clock).unwrap();
+    /// assert_eq!(b.config().window_size(), 1000);
+    /// # }
     /// ```
     pub fn try_new(
         name: &'static str,
@@ -558,28 +612,21 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
             if config.window_size as usize > N {
                 panic!("breaker config: window_size is above the breaker's capacity N");
             }
-            CircuitBreaker {
-                state: AtomicU32::new(word::make(CLOSED, 0)),
-                stamp: AtomicStamp::new(word::NEVER),
-                admitted: AtomicStamp::new(word::NEVER),
-                window: Window::new(),
-                rejected: AtomicUsize::new(0),
-                stale: AtomicUsize::new(0),
-                config,
-                name,
-                clock,
-                listener,
-            }
+            Self::assemble(name, config, clock, listener, Window::new())
         }
     }
+}
 
-    /// Like [`with_listener`](Self::with_listener), for config read at run
-    /// time.
+impl<C, const N: usize, H, W: WindowStorage> CircuitBreaker<C, N, H, W> {
+    /// Like [`with_listener`](CircuitBreaker::with_listener), for config
+    /// read at run time; and the constructor of a [`HeapBreaker`] with a
+    /// listener, which allocates its window's `window_size` slots here,
+    /// once.
     ///
     /// # Errors
     ///
     /// [`BreakerConfigError::WindowAboveCapacity`] if `config.window_size()`
-    /// is larger than `N`.
+    /// is larger than `N` (never for a [`HeapBreaker`]).
     ///
     /// # Examples
     ///
@@ -600,13 +647,46 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
         clock: C,
         listener: H,
     ) -> Result<Self, BreakerConfigError> {
+        const {
+            assert!(
+                N > 0 && N <= MAX_WINDOW,
+                "a breaker's window capacity N must be in 1..=MAX_WINDOW"
+            )
+        };
         if config.window_size as usize > N {
             return Err(BreakerConfigError::WindowAboveCapacity {
                 window_size: config.window_size as usize,
                 capacity: N,
             });
         }
-        Ok(Self::with_listener(name, config, clock, listener))
+        let window = Window::for_window(config.window_size as usize);
+        Ok(Self::assemble(name, config, clock, listener, window))
+    }
+}
+
+impl<C, const N: usize, H, W> CircuitBreaker<C, N, H, W> {
+    crate::sync::const_fn! {
+        /// A closed breaker around `window`.
+        const fn assemble(
+            name: &'static str,
+            config: BreakerConfig,
+            clock: C,
+            listener: H,
+            window: Window<W>,
+        ) -> Self {
+            CircuitBreaker {
+                state: AtomicU32::new(word::make(CLOSED, 0)),
+                stamp: AtomicStamp::new(word::NEVER),
+                admitted: AtomicStamp::new(word::NEVER),
+                window,
+                rejected: AtomicUsize::new(0),
+                stale: AtomicUsize::new(0),
+                config,
+                name,
+                clock,
+                listener,
+            }
+        }
     }
 
     /// The name given at construction.
@@ -652,7 +732,7 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
     }
 }
 
-impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
+impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker<C, N, H, W> {
     /// Asks to make one call.
     ///
     /// Closed or disabled: a permit. Open: refused with
@@ -683,7 +763,7 @@ impl<C: Clock, const N: usize, H: OnTransition> CircuitBreaker<C, N, H> {
     /// assert_eq!(b.metrics().calls, 1);
     /// ```
     #[inline(always)]
-    pub fn try_acquire(&self) -> Result<CallPermit<'_, C, N, H>, Rejection> {
+    pub fn try_acquire(&self) -> Result<CallPermit<'_, C, N, H, W>, Rejection> {
         self.acquire_raw()
             .map(|raw| CallPermit { breaker: self, raw })
     }
@@ -1482,14 +1562,14 @@ pub(crate) fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
     }
 }
 
-impl<C, const N: usize, H> fmt::Debug for CircuitBreaker<C, N, H> {
+impl<C, const N: usize, H, W: WindowStorage> fmt::Debug for CircuitBreaker<C, N, H, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.state.load(Acquire);
         f.debug_struct("CircuitBreaker")
             .field("name", &self.name)
             .field("state", &State::from_bits(word::state(s)))
             .field("generation", &word::gen(s))
-            .field("capacity", &N)
+            .field("capacity", &self.window.capacity())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -1580,12 +1660,18 @@ pub struct BreakerMetrics {
 /// ```
 #[must_use = "a permit records nothing unless its outcome is given"]
 #[clippy::has_significant_drop]
-pub struct CallPermit<'a, C: Clock, const N: usize, H: OnTransition = ()> {
-    breaker: &'a CircuitBreaker<C, N, H>,
+pub struct CallPermit<
+    'a,
+    C: Clock,
+    const N: usize,
+    H: OnTransition = (),
+    W: WindowStorage = Inline<N>,
+> {
+    breaker: &'a CircuitBreaker<C, N, H, W>,
     raw: Raw,
 }
 
-impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
+impl<'a, C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CallPermit<'a, C, N, H, W> {
     /// Records that the system answered. Slow if it took longer than the
     /// slow-call duration.
     ///
@@ -1679,14 +1765,14 @@ impl<'a, C: Clock, const N: usize, H: OnTransition> CallPermit<'a, C, N, H> {
     /// let p = b.try_acquire().unwrap();
     /// assert_eq!(p.breaker().name(), "x");
     /// ```
-    pub fn breaker(&self) -> &'a CircuitBreaker<C, N, H> {
+    pub fn breaker(&self) -> &'a CircuitBreaker<C, N, H, W> {
         self.breaker
     }
 }
 
 #[inline(always)]
-fn finish<C: Clock, const N: usize, H: OnTransition>(
-    breaker: &CircuitBreaker<C, N, H>,
+fn finish<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
+    breaker: &CircuitBreaker<C, N, H, W>,
     raw: Raw,
     outcome: Outcome,
 ) {
@@ -1701,7 +1787,10 @@ fn finish<C: Clock, const N: usize, H: OnTransition>(
 
 /// Drop without an outcome: a failure if the thread is panicking (under
 /// `std`), otherwise nothing, and a probe's slot back.
-fn abandon<C: Clock, const N: usize, H: OnTransition>(breaker: &CircuitBreaker<C, N, H>, raw: Raw) {
+fn abandon<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
+    breaker: &CircuitBreaker<C, N, H, W>,
+    raw: Raw,
+) {
     #[cfg(feature = "std")]
     if std::thread::panicking() {
         breaker.record(raw, true);
@@ -1755,13 +1844,17 @@ impl<B: sealed::Guard + ?Sized> Drop for Unwinding<'_, B> {
     }
 }
 
-impl<C: Clock, const N: usize, H: OnTransition> Drop for CallPermit<'_, C, N, H> {
+impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> Drop
+    for CallPermit<'_, C, N, H, W>
+{
     fn drop(&mut self) {
         abandon(self.breaker, self.raw);
     }
 }
 
-impl<C: Clock, const N: usize, H: OnTransition> fmt::Debug for CallPermit<'_, C, N, H> {
+impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> fmt::Debug
+    for CallPermit<'_, C, N, H, W>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallPermit")
             .field("breaker", &self.breaker.name)
@@ -1803,7 +1896,9 @@ mod sealed {
     }
 }
 
-impl<C: Clock, const N: usize, H: OnTransition> sealed::Guard for CircuitBreaker<C, N, H> {
+impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> sealed::Guard
+    for CircuitBreaker<C, N, H, W>
+{
     fn acquire_raw(&self) -> Result<Raw, Rejection> {
         CircuitBreaker::acquire_raw(self)
     }

@@ -138,21 +138,192 @@ pub(crate) struct Counts {
     pub(crate) slow: usize,
 }
 
-/// The ring of the last `window_size ≤ N` outcomes.
-pub(crate) struct Window<const N: usize> {
-    word: AtomicU32,
-    slots: [AtomicU8; N],
+/// Where a breaker's window keeps its slots (one byte per outcome): the `W`
+/// of [`CircuitBreaker<C, N, H, W>`](super::CircuitBreaker).
+///
+/// Two kinds, and no others (the trait is sealed):
+///
+/// - [`Inline<N>`], the default: `N` slots inside the breaker, sized at
+///   compile time, so that a breaker needs no heap and can live in a
+///   `static` on a microcontroller;
+/// - [`Heap`] (feature `alloc`): exactly `window_size` slots in one boxed
+///   slice, allocated once when the breaker is made, for a window read from
+///   config at run time ([`HeapBreaker`](super::HeapBreaker)).
+///
+/// Both are the same lock-free ring; a call reads and writes the slots the
+/// same way and allocates nothing with either.
+///
+/// # Examples
+///
+/// Code that works with a breaker of either kind names the storage as a
+/// parameter bound by this trait:
+///
+/// ```
+/// use watertight::breaker::{OnTransition, WindowStorage};
+/// use watertight::clock::{Clock, ManualClock};
+/// use watertight::{BreakerConfig, CircuitBreaker};
+///
+/// fn failures<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
+///     b: &CircuitBreaker<C, N, H, W>,
+/// ) -> usize {
+///     b.metrics().failed_calls
+/// }
+///
+/// let clock = ManualClock::new();
+/// let inline: CircuitBreaker<_, 64> = CircuitBreaker::new("a", BreakerConfig::DEFAULT, &clock);
+/// inline.try_acquire().unwrap().failure();
+/// assert_eq!(failures(&inline), 1);
+/// # #[cfg(feature = "alloc")] {
+/// let config = BreakerConfig::builder().window_size(200).build().unwrap();
+/// let heap = watertight::breaker::HeapBreaker::try_new("b", config, &clock).unwrap();
+/// heap.try_acquire().unwrap().failure();
+/// assert_eq!(failures(&heap), 1);
+/// # }
+/// ```
+pub trait WindowStorage: sealed::Slots {}
+
+pub(crate) mod sealed {
+    use crate::sync::AtomicU8;
+
+    /// The slots, and how to make them for a window of a given size.
+    pub trait Slots {
+        /// Every slot (at least the window's size).
+        #[doc(hidden)]
+        fn slots(&self) -> &[AtomicU8];
+        /// Empty slots for a window of `window_size ≤` the breaker's `N`
+        /// (checked by the caller). The heap's allocation, once.
+        #[doc(hidden)]
+        fn for_window(window_size: usize) -> Self
+        where
+            Self: Sized;
+    }
 }
 
-impl<const N: usize> Window<N> {
+/// The slots of a window kept inside the breaker: `N` of them, sized at
+/// compile time. The default storage of a
+/// [`CircuitBreaker`](super::CircuitBreaker); no heap.
+///
+/// # Examples
+///
+/// `CircuitBreaker<C, N>` means `CircuitBreaker<C, N, (), Inline<N>>`:
+///
+/// ```
+/// use watertight::breaker::Inline;
+/// use watertight::clock::StdClock;
+/// use watertight::{BreakerConfig, CircuitBreaker};
+///
+/// static UPSTREAM: CircuitBreaker<StdClock, 64, (), Inline<64>> =
+///     CircuitBreaker::new("upstream", BreakerConfig::DEFAULT, StdClock::new());
+/// let same: &CircuitBreaker<StdClock, 64> = &UPSTREAM;
+/// assert_eq!(same.name(), "upstream");
+/// ```
+pub struct Inline<const N: usize>([AtomicU8; N]);
+
+impl<const N: usize> sealed::Slots for Inline<N> {
+    #[inline(always)]
+    fn slots(&self) -> &[AtomicU8] {
+        &self.0
+    }
+
+    fn for_window(_: usize) -> Self {
+        Inline(empty_slots::<N>())
+    }
+}
+
+impl<const N: usize> WindowStorage for Inline<N> {}
+
+impl<const N: usize> core::fmt::Debug for Inline<N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Inline").field("slots", &N).finish()
+    }
+}
+
+/// The slots of a window in one boxed slice of exactly `window_size` bytes,
+/// allocated once when the breaker is made and freed when it is dropped:
+/// the storage of a [`HeapBreaker`](super::HeapBreaker), whose window is
+/// sized from config at run time (up to
+/// [`BreakerConfig::MAX_WINDOW_SIZE`](super::BreakerConfig::MAX_WINDOW_SIZE)).
+/// No call allocates.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::breaker::{Heap, HeapBreaker};
+/// use watertight::clock::ManualClock;
+/// use watertight::{BreakerConfig, CircuitBreaker};
+///
+/// let clock = ManualClock::new();
+/// let config = BreakerConfig::builder().window_size(100).build().unwrap();
+/// // `HeapBreaker<C>` is `CircuitBreaker<C, 1023, (), Heap>`.
+/// let b: CircuitBreaker<_, 1023, (), Heap> = HeapBreaker::try_new("search", config, &clock).unwrap();
+/// b.try_acquire().unwrap().success();
+/// assert_eq!(b.metrics().calls, 1);
+/// ```
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+pub struct Heap(alloc::boxed::Box<[AtomicU8]>);
+
+#[cfg(feature = "alloc")]
+impl sealed::Slots for Heap {
+    #[inline(always)]
+    fn slots(&self) -> &[AtomicU8] {
+        &self.0
+    }
+
+    fn for_window(window_size: usize) -> Self {
+        // One allocation of exactly `window_size` bytes (the iterator's
+        // exact length sizes it; the box takes it as it is).
+        Heap(
+            core::iter::repeat_with(|| AtomicU8::new(EMPTY_SLOT))
+                .take(window_size)
+                .collect(),
+        )
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl WindowStorage for Heap {}
+
+#[cfg(feature = "alloc")]
+impl core::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Heap")
+            .field("slots", &self.0.len())
+            .finish()
+    }
+}
+
+/// The ring of the last `window_size` outcomes, in the slots `W` keeps
+/// (at least `window_size` of them).
+pub(crate) struct Window<W> {
+    word: AtomicU32,
+    slots: W,
+}
+
+impl<const N: usize> Window<Inline<N>> {
     crate::sync::const_fn! {
-        /// An empty window of generation 0.
+        /// An empty window of generation 0, its slots inline.
         pub(crate) const fn new() -> Self {
             Window {
                 word: AtomicU32::new(tag_of(0)),
-                slots: empty_slots::<N>(),
+                slots: Inline(empty_slots::<N>()),
             }
         }
+    }
+}
+
+impl<W: WindowStorage> Window<W> {
+    /// An empty window of generation 0 for `window_size` outcomes.
+    pub(crate) fn for_window(window_size: usize) -> Self {
+        Window {
+            word: AtomicU32::new(tag_of(0)),
+            slots: W::for_window(window_size),
+        }
+    }
+
+    /// How many slots the storage holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.slots().len()
     }
 
     /// The counts now, whatever generation the window belongs to.
@@ -166,7 +337,8 @@ impl<const N: usize> Window<N> {
         let calls = if w & FULL_BIT != 0 { window_size } else { idx };
         let tag = w as u8 & SLOT_TAG_MASK;
         let (mut failures, mut slow) = (0, 0);
-        for slot in &self.slots[..calls.min(N)] {
+        let slots = self.slots.slots();
+        for slot in &slots[..calls.min(slots.len())] {
             let v = slot.load(Acquire);
             if (v >> SLOT_TAG_SHIFT) & SLOT_TAG_MASK == tag {
                 failures += (v & 1) as usize;
@@ -299,7 +471,7 @@ impl<const N: usize> Window<N> {
         // 2. Write the slot, unless another window has been installed
         // meanwhile (a frozen window still takes the outcomes it handed
         // slots to: they were claimed before it froze).
-        let slot = &self.slots[index];
+        let slot = &self.slots.slots()[index];
         let new = slot_value(gen, kind);
         let mut old = slot.load(Acquire);
         while old != new {
@@ -357,295 +529,357 @@ fn empty_slots<const N: usize>() -> [AtomicU8; N] {
 mod tests {
     use super::*;
 
-    fn record<const N: usize>(w: &Window<N>, gen: u32, kind: Kind, size: usize) -> Counts {
+    fn record<W: WindowStorage>(w: &Window<W>, gen: u32, kind: Kind, size: usize) -> Counts {
         w.record(gen, kind, size, || true).expect("current window");
         w.counts(size)
     }
 
-    #[test]
-    fn counts_grow_until_the_ring_is_full() {
-        let w = Window::<8>::new();
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 0,
-                failures: 0,
-                slow: 0
-            }
-        );
-        assert_eq!(record(&w, 0, Kind::Failure, 4).calls, 1);
-        record(&w, 0, Kind::Success, 4);
-        record(&w, 0, Kind::SlowSuccess, 4);
-        let c = record(&w, 0, Kind::SlowFailure, 4);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 4,
-                failures: 2,
-                slow: 2
-            }
-        );
+    /// A window of `N` slots kept inline.
+    macro_rules! inline_window {
+        ($n:literal) => {
+            Window::<Inline<$n>>::new()
+        };
     }
 
-    #[test]
-    fn the_oldest_outcome_is_evicted() {
-        let w = Window::<4>::new();
-        for k in [Kind::Failure, Kind::Failure, Kind::Success] {
-            record(&w, 0, k, 3);
+    /// A window of `N` slots on the heap.
+    #[cfg(feature = "alloc")]
+    macro_rules! heap_window {
+        ($n:literal) => {
+            Window::<Heap>::for_window($n)
+        };
+    }
+
+    /// The same cases on either storage.
+    macro_rules! window_tests {
+        ($window:ident) => {
+            #[test]
+            fn counts_grow_until_the_ring_is_full() {
+                let w = $window!(8);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 0,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+                assert_eq!(record(&w, 0, Kind::Failure, 4).calls, 1);
+                record(&w, 0, Kind::Success, 4);
+                record(&w, 0, Kind::SlowSuccess, 4);
+                let c = record(&w, 0, Kind::SlowFailure, 4);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 4,
+                        failures: 2,
+                        slow: 2
+                    }
+                );
+            }
+
+            #[test]
+            fn the_oldest_outcome_is_evicted() {
+                let w = $window!(4);
+                for k in [Kind::Failure, Kind::Failure, Kind::Success] {
+                    record(&w, 0, k, 3);
+                }
+                assert_eq!(w.counts(3).failures, 2);
+                // The fourth outcome replaces the first failure.
+                let c = record(&w, 0, Kind::Success, 3);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 3,
+                        failures: 1,
+                        slow: 0
+                    }
+                );
+                // Then the second failure goes.
+                let c = record(&w, 0, Kind::SlowSuccess, 3);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 3,
+                        failures: 0,
+                        slow: 1
+                    }
+                );
+            }
+
+            #[test]
+            fn record_reports_counts_only_when_a_rate_may_have_risen() {
+                let w = $window!(2);
+                // Ring not full: every outcome adds a call, so it is counted.
+                assert!(matches!(
+                    w.record(0, Kind::Success, 2, || true),
+                    Some(Recorded::Counted(_))
+                ));
+                assert!(matches!(
+                    w.record(0, Kind::Success, 2, || true),
+                    Some(Recorded::Counted(_))
+                ));
+                // Full: a success replacing a success changes nothing.
+                assert_eq!(
+                    w.record(0, Kind::Success, 2, || true),
+                    Some(Recorded::Unchanged)
+                );
+                // A failure replacing a success may raise the failure rate.
+                let got = w.record(0, Kind::Failure, 2, || true);
+                assert_eq!(
+                    got,
+                    Some(Recorded::Counted(Counts {
+                        calls: 2,
+                        failures: 1,
+                        slow: 0
+                    }))
+                );
+            }
+
+            #[test]
+            fn window_size_below_capacity_uses_only_that_many_slots() {
+                let w = $window!(16);
+                for _ in 0..5 {
+                    record(&w, 0, Kind::Failure, 2);
+                }
+                assert_eq!(
+                    w.counts(2),
+                    Counts {
+                        calls: 2,
+                        failures: 2,
+                        slow: 0
+                    }
+                );
+                record(&w, 0, Kind::Success, 2);
+                assert_eq!(
+                    w.counts(2),
+                    Counts {
+                        calls: 2,
+                        failures: 1,
+                        slow: 0
+                    }
+                );
+            }
+
+            #[test]
+            fn an_installed_window_starts_empty_and_ignores_old_slots() {
+                let w = $window!(4);
+                for _ in 0..4 {
+                    record(&w, 0, Kind::Failure, 4);
+                }
+                w.install(1, || true);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 0,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+                for _ in 0..4 {
+                    assert_eq!(record(&w, 1, Kind::Success, 4).failures, 0);
+                }
+                let c = record(&w, 1, Kind::Failure, 4);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 4,
+                        failures: 1,
+                        slow: 0
+                    }
+                );
+            }
+
+            #[test]
+            fn a_frozen_window_keeps_its_counts_and_refuses_the_old_generation() {
+                let w = $window!(4);
+                record(&w, 0, Kind::Failure, 4);
+                record(&w, 0, Kind::Success, 4);
+                w.freeze(|| true);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 2,
+                        failures: 1,
+                        slow: 0
+                    }
+                );
+                assert_eq!(w.record(0, Kind::Failure, 4, || true), None);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 2,
+                        failures: 1,
+                        slow: 0
+                    }
+                );
+            }
+
+            #[test]
+            fn a_frozen_window_gives_way_to_the_next_install() {
+                let w = $window!(4);
+                record(&w, 0, Kind::Failure, 4);
+                w.freeze(|| true);
+                // Freezing again (Open -> ForcedOpen) keeps it as it is.
+                w.freeze(|| true);
+                assert_eq!(w.counts(4).failures, 1);
+                // A freeze by a generation that is no longer current does nothing
+                // to a window installed after it.
+                w.install(3, || true);
+                w.freeze(|| false);
+                assert_eq!(record(&w, 3, Kind::Failure, 4).failures, 1);
+            }
+
+            #[test]
+            fn a_recorder_installs_a_window_the_transition_has_not_installed_yet() {
+                let w = $window!(4);
+                record(&w, 0, Kind::Failure, 4);
+                // Generation 1 is current but nobody installed its window.
+                let c = record(&w, 1, Kind::Success, 4);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 1,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+                // A recorder of a generation that is no longer current does not.
+                assert_eq!(w.record(2, Kind::Failure, 4, || false), None);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 1,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+            }
+
+            #[test]
+            fn installing_twice_or_late_changes_nothing() {
+                let w = $window!(4);
+                w.install(3, || true);
+                record(&w, 3, Kind::Failure, 4);
+                w.install(3, || true);
+                assert_eq!(w.counts(4).failures, 1);
+                // A late install of an older generation is refused.
+                w.install(2, || false);
+                assert_eq!(w.counts(4).failures, 1);
+            }
+
+            #[test]
+            fn slots_of_a_window_64_generations_back_do_not_count_once_rewritten() {
+                let w = $window!(4);
+                for _ in 0..4 {
+                    record(&w, 0, Kind::Failure, 4);
+                }
+                // 64 generations later the slot tag repeats; the fresh window's
+                // calls are only those it claimed, and each claimed slot is
+                // rewritten before it is counted.
+                w.install(64, || true);
+                assert_eq!(
+                    w.counts(4),
+                    Counts {
+                        calls: 0,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+                assert_eq!(
+                    record(&w, 64, Kind::Success, 4),
+                    Counts {
+                        calls: 1,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+            }
+
+            #[test]
+            fn a_full_window_of_plain_successes_takes_one_more_without_a_write() {
+                let w = $window!(3);
+                record(&w, 0, Kind::Failure, 3);
+                for _ in 0..3 {
+                    record(&w, 0, Kind::Success, 3);
+                }
+                // The failure is gone and the last three claims were successes.
+                let before = w.word.load(Acquire);
+                assert_eq!(
+                    w.record(0, Kind::Success, 3, || true),
+                    Some(Recorded::Unchanged)
+                );
+                assert_eq!(w.word.load(Acquire), before, "no claim was made");
+                // A slow success is not plain: it claims, and ends the run.
+                let c = record(&w, 0, Kind::SlowSuccess, 3);
+                assert_eq!(
+                    c,
+                    Counts {
+                        calls: 3,
+                        failures: 0,
+                        slow: 1
+                    }
+                );
+                // Three plain successes later the window is plain again.
+                for _ in 0..3 {
+                    record(&w, 0, Kind::Success, 3);
+                }
+                assert_eq!(
+                    w.counts(3),
+                    Counts {
+                        calls: 3,
+                        failures: 0,
+                        slow: 0
+                    }
+                );
+                let before = w.word.load(Acquire);
+                record(&w, 0, Kind::Success, 3);
+                assert_eq!(w.word.load(Acquire), before);
+                // And a failure still lands and is counted.
+                assert_eq!(record(&w, 0, Kind::Failure, 3).failures, 1);
+            }
+        };
+    }
+
+    mod inline {
+        use super::*;
+        window_tests!(inline_window);
+    }
+
+    #[cfg(feature = "alloc")]
+    mod heap {
+        use super::*;
+        window_tests!(heap_window);
+
+        #[test]
+        fn a_heap_window_holds_exactly_its_size_and_up_to_the_largest() {
+            assert_eq!(Window::<Heap>::for_window(100).capacity(), 100);
+            // The largest window (a smaller one under Miri, where the
+            // first lap's counting is slow).
+            let size = if cfg!(miri) { 100 } else { MAX_WINDOW };
+            let w = Window::<Heap>::for_window(size);
+            assert_eq!(w.capacity(), size);
+            // Fill it with failures, then two laps of successes: the index
+            // wraps at the window's size.
+            for _ in 0..size {
+                w.record(0, Kind::Failure, size, || true).unwrap();
+            }
+            assert_eq!(
+                w.counts(size),
+                Counts {
+                    calls: size,
+                    failures: size,
+                    slow: 0
+                }
+            );
+            for _ in 0..size - 1 {
+                w.record(0, Kind::Success, size, || true).unwrap();
+            }
+            assert_eq!(w.counts(size).failures, 1);
+            for _ in 0..size + 1 {
+                w.record(0, Kind::Success, size, || true).unwrap();
+            }
+            assert_eq!(w.counts(size).failures, 0);
         }
-        assert_eq!(w.counts(3).failures, 2);
-        // The fourth outcome replaces the first failure.
-        let c = record(&w, 0, Kind::Success, 3);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 3,
-                failures: 1,
-                slow: 0
-            }
-        );
-        // Then the second failure goes.
-        let c = record(&w, 0, Kind::SlowSuccess, 3);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 3,
-                failures: 0,
-                slow: 1
-            }
-        );
-    }
-
-    #[test]
-    fn record_reports_counts_only_when_a_rate_may_have_risen() {
-        let w = Window::<2>::new();
-        // Ring not full: every outcome adds a call, so it is counted.
-        assert!(matches!(
-            w.record(0, Kind::Success, 2, || true),
-            Some(Recorded::Counted(_))
-        ));
-        assert!(matches!(
-            w.record(0, Kind::Success, 2, || true),
-            Some(Recorded::Counted(_))
-        ));
-        // Full: a success replacing a success changes nothing.
-        assert_eq!(
-            w.record(0, Kind::Success, 2, || true),
-            Some(Recorded::Unchanged)
-        );
-        // A failure replacing a success may raise the failure rate.
-        let got = w.record(0, Kind::Failure, 2, || true);
-        assert_eq!(
-            got,
-            Some(Recorded::Counted(Counts {
-                calls: 2,
-                failures: 1,
-                slow: 0
-            }))
-        );
-    }
-
-    #[test]
-    fn window_size_below_capacity_uses_only_that_many_slots() {
-        let w = Window::<16>::new();
-        for _ in 0..5 {
-            record(&w, 0, Kind::Failure, 2);
-        }
-        assert_eq!(
-            w.counts(2),
-            Counts {
-                calls: 2,
-                failures: 2,
-                slow: 0
-            }
-        );
-        record(&w, 0, Kind::Success, 2);
-        assert_eq!(
-            w.counts(2),
-            Counts {
-                calls: 2,
-                failures: 1,
-                slow: 0
-            }
-        );
-    }
-
-    #[test]
-    fn an_installed_window_starts_empty_and_ignores_old_slots() {
-        let w = Window::<4>::new();
-        for _ in 0..4 {
-            record(&w, 0, Kind::Failure, 4);
-        }
-        w.install(1, || true);
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 0,
-                failures: 0,
-                slow: 0
-            }
-        );
-        for _ in 0..4 {
-            assert_eq!(record(&w, 1, Kind::Success, 4).failures, 0);
-        }
-        let c = record(&w, 1, Kind::Failure, 4);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 4,
-                failures: 1,
-                slow: 0
-            }
-        );
-    }
-
-    #[test]
-    fn a_frozen_window_keeps_its_counts_and_refuses_the_old_generation() {
-        let w = Window::<4>::new();
-        record(&w, 0, Kind::Failure, 4);
-        record(&w, 0, Kind::Success, 4);
-        w.freeze(|| true);
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 2,
-                failures: 1,
-                slow: 0
-            }
-        );
-        assert_eq!(w.record(0, Kind::Failure, 4, || true), None);
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 2,
-                failures: 1,
-                slow: 0
-            }
-        );
-    }
-
-    #[test]
-    fn a_frozen_window_gives_way_to_the_next_install() {
-        let w = Window::<4>::new();
-        record(&w, 0, Kind::Failure, 4);
-        w.freeze(|| true);
-        // Freezing again (Open -> ForcedOpen) keeps it as it is.
-        w.freeze(|| true);
-        assert_eq!(w.counts(4).failures, 1);
-        // A freeze by a generation that is no longer current does nothing
-        // to a window installed after it.
-        w.install(3, || true);
-        w.freeze(|| false);
-        assert_eq!(record(&w, 3, Kind::Failure, 4).failures, 1);
-    }
-
-    #[test]
-    fn a_recorder_installs_a_window_the_transition_has_not_installed_yet() {
-        let w = Window::<4>::new();
-        record(&w, 0, Kind::Failure, 4);
-        // Generation 1 is current but nobody installed its window.
-        let c = record(&w, 1, Kind::Success, 4);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 1,
-                failures: 0,
-                slow: 0
-            }
-        );
-        // A recorder of a generation that is no longer current does not.
-        assert_eq!(w.record(2, Kind::Failure, 4, || false), None);
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 1,
-                failures: 0,
-                slow: 0
-            }
-        );
-    }
-
-    #[test]
-    fn installing_twice_or_late_changes_nothing() {
-        let w = Window::<4>::new();
-        w.install(3, || true);
-        record(&w, 3, Kind::Failure, 4);
-        w.install(3, || true);
-        assert_eq!(w.counts(4).failures, 1);
-        // A late install of an older generation is refused.
-        w.install(2, || false);
-        assert_eq!(w.counts(4).failures, 1);
-    }
-
-    #[test]
-    fn slots_of_a_window_64_generations_back_do_not_count_once_rewritten() {
-        let w = Window::<4>::new();
-        for _ in 0..4 {
-            record(&w, 0, Kind::Failure, 4);
-        }
-        // 64 generations later the slot tag repeats; the fresh window's
-        // calls are only those it claimed, and each claimed slot is
-        // rewritten before it is counted.
-        w.install(64, || true);
-        assert_eq!(
-            w.counts(4),
-            Counts {
-                calls: 0,
-                failures: 0,
-                slow: 0
-            }
-        );
-        assert_eq!(
-            record(&w, 64, Kind::Success, 4),
-            Counts {
-                calls: 1,
-                failures: 0,
-                slow: 0
-            }
-        );
-    }
-
-    #[test]
-    fn a_full_window_of_plain_successes_takes_one_more_without_a_write() {
-        let w = Window::<3>::new();
-        record(&w, 0, Kind::Failure, 3);
-        for _ in 0..3 {
-            record(&w, 0, Kind::Success, 3);
-        }
-        // The failure is gone and the last three claims were successes.
-        let before = w.word.load(Acquire);
-        assert_eq!(
-            w.record(0, Kind::Success, 3, || true),
-            Some(Recorded::Unchanged)
-        );
-        assert_eq!(w.word.load(Acquire), before, "no claim was made");
-        // A slow success is not plain: it claims, and ends the run.
-        let c = record(&w, 0, Kind::SlowSuccess, 3);
-        assert_eq!(
-            c,
-            Counts {
-                calls: 3,
-                failures: 0,
-                slow: 1
-            }
-        );
-        // Three plain successes later the window is plain again.
-        for _ in 0..3 {
-            record(&w, 0, Kind::Success, 3);
-        }
-        assert_eq!(
-            w.counts(3),
-            Counts {
-                calls: 3,
-                failures: 0,
-                slow: 0
-            }
-        );
-        let before = w.word.load(Acquire);
-        record(&w, 0, Kind::Success, 3);
-        assert_eq!(w.word.load(Acquire), before);
-        // And a failure still lands and is counted.
-        assert_eq!(record(&w, 0, Kind::Failure, 3).failures, 1);
     }
 
     #[test]
