@@ -10,7 +10,7 @@
 //! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
-//! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `Instant::now` and `StdClock::now` one clock read each, as references |
+//! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `Instant::now`, `StdClock::now` and `CoarseClock::now` one clock read each, as references |
 //! | `breaker/contended/2-threads` | 2 threads hammer one breaker with sync trivial calls, released together by a barrier; time per call per thread (the slower thread's wall time ÷ its calls) |
 //!
 //! Ours is `CircuitBreaker<StdClock, 64>` with `BreakerConfig::DEFAULT` (slow
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use futures_lite::future::block_on;
-use watertight::clock::{Clock, StdClock};
+use watertight::clock::{Clock, CoarseClock, StdClock};
 use watertight::{BreakerConfig, CallError, CircuitBreaker};
 
 /// Ours, as benched: the window's capacity `N` is 64 (the default window
@@ -158,6 +158,18 @@ fn slow_timing(c: &mut Criterion) {
     g.bench_function("Instant::now", |bn| bn.iter(|| black_box(Instant::now())));
     g.bench_function("StdClock::now", |bn| {
         bn.iter(|| black_box(black_box(StdClock).now()))
+    });
+    let coarse = CoarseClock::new();
+    g.bench_function("CoarseClock::now", |bn| {
+        bn.iter(|| black_box(black_box(&coarse).now()))
+    });
+    let config = BreakerConfig::builder()
+        .slow_call_duration(Duration::from_secs(1))
+        .build()
+        .expect("slow-call config");
+    let b: CircuitBreaker<CoarseClock, 64> = CircuitBreaker::new("bench", config, coarse.clone());
+    g.bench_function("watertight-coarse", |bn| {
+        bn.iter(|| black_box(&b).try_acquire().unwrap().success())
     });
     sync_peers(&mut g);
     g.finish();

@@ -307,6 +307,12 @@ def breaker_tables(data: dict, root: Path) -> list:
             f"{ns(untimed)} untimed, {ns(timed)} timed, so slow-call timing adds {ns(added)}"
             + (f" = {added / clock:.2f} `StdClock` reads." if clock else "."),
         ]
+        coarse, coarse_timed = slow.get("CoarseClock::now"), slow.get("watertight-coarse")
+        if coarse is not None and coarse_timed is not None:
+            lines[-1] += (
+                f" `CoarseClock::now()` {ns(coarse)}; ours timed on it {ns(coarse_timed)}"
+                f" ({coarse_timed / untimed:.2f}× untimed)."
+            )
 
     path = root / "breaker-sizes.json"
     if path.is_file():

@@ -137,7 +137,7 @@
 //!
 //! | feature | default | what it adds | needs |
 //! |---|---|---|---|
-//! | `std` | yes | [`clock::StdClock`]; a call or permit that panics records a failure | implies `alloc` |
+//! | `std` | yes | [`clock::StdClock`], [`clock::CoarseClock`]; a call or permit that panics records a failure | implies `alloc` |
 //! | `alloc` | via `std` | owned permits and their futures (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`] (its timers allocate a listener) | an allocator; waiting for a permit needs none |
 //! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic; without `std`, the bulkhead's wait-queue lock is a critical section instead of a spin lock | a `critical-section` implementation in the firmware |
 //! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |

@@ -13,6 +13,7 @@
 //! |---|---|---|---|
 //! | [`ManualClock`] | always | a counter moved by [`ManualClock::advance`] | `&ManualClock`, `Arc<ManualClock>` with `alloc` |
 //! | `StdClock` | `std` | `std::time::Instant` | no (no runtime to wake tasks) |
+//! | `CoarseClock` | `std` | `StdClock`'s time, stored every 1 ms (configurable) by one updater thread; a read is one relaxed atomic load | no |
 //! | `TokioClock` | `tokio` | `tokio::time::Instant` (honours paused time) | yes |
 //! | `AsyncIoClock` | `async-io` | `std::time::Instant`, `async_io::Timer` | yes |
 //! | `EmbassyClock` | `embassy` | `embassy_time::Instant` | yes |
@@ -32,6 +33,12 @@ pub use manual::ManualSleep;
 mod std_clock;
 #[cfg(feature = "std")]
 pub use std_clock::StdClock;
+
+// A thread and process-wide statics: not modelled under loom.
+#[cfg(all(feature = "std", not(loom)))]
+mod coarse;
+#[cfg(all(feature = "std", not(loom)))]
+pub use coarse::{CoarseClock, CoarseClockError};
 
 #[cfg(feature = "tokio")]
 mod tokio_clock;
@@ -308,10 +315,10 @@ pub trait Clock {
 ///
 /// `TokioClock` (feature `tokio`), `AsyncIoClock` (`async-io`: smol,
 /// async-std), `EmbassyClock` (`embassy`), and `&ManualClock` or
-/// `Arc<ManualClock>` (`alloc`) are timers. `StdClock` only
-/// reads the time: waking a task needs a runtime's timer, so it cannot be
-/// given to anything that waits, and the compiler says so, naming the clocks
-/// above:
+/// `Arc<ManualClock>` (`alloc`) are timers. `StdClock` and `CoarseClock`
+/// only read the time: waking a task needs a runtime's timer, so they cannot
+/// be given to anything that waits, and the compiler says so, naming the
+/// clocks above:
 ///
 #[cfg_attr(feature = "std", doc = "```compile_fail,E0277")]
 #[cfg_attr(not(feature = "std"), doc = "```ignore")]
@@ -335,7 +342,7 @@ pub trait Clock {
     message = "`{Self}` cannot wait: it is a `Clock` but not a `Timer`",
     label = "this clock reads the time but cannot wake a task",
     note = "waiting (a bulkhead slot wait, a timeout, a policy) needs a `Timer`: `TokioClock` (feature `tokio`), `AsyncIoClock` (`async-io`, for smol and async-std), `EmbassyClock` (`embassy`), or `&ManualClock` / `Arc<ManualClock>` in tests",
-    note = "a `Clock` such as `StdClock` only reads the time: waking a task needs a runtime's timer"
+    note = "a `Clock` such as `StdClock` or `CoarseClock` only reads the time: waking a task needs a runtime's timer"
 )]
 pub trait Timer: Clock {
     /// The future returned by [`sleep_until`](Timer::sleep_until).

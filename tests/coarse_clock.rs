@@ -1,0 +1,131 @@
+#![cfg(all(feature = "std", not(loom)))]
+//! `CoarseClock`'s bounds on real threads: monotonic, never ahead of
+//! `StdClock`, behind by at most the resolution plus a stated slack, and a
+//! breaker on it telling slow calls from fast ones. Bounds, not latencies:
+//! the slack is generous for a loaded CI machine.
+
+use std::thread;
+use std::time::Duration;
+
+use watertight::clock::{Clock, CoarseClock, StdClock};
+use watertight::{BreakerConfig, CircuitBreaker};
+
+/// A handle at [`RES`]; every test here asks for the same resolution, so
+/// they share one updater.
+fn clock() -> CoarseClock {
+    CoarseClock::with_resolution(RES).expect("every test asks for RES")
+}
+
+/// Scheduling delay allowed on top of the resolution (a noisy 2-core VM).
+const SLACK: Duration = Duration::from_millis(50);
+const THREADS: usize = 4;
+/// The updater's resolution in these tests: 5 ms, so that three
+/// resolutions beyond a threshold are well above the machine's noise.
+const RES: Duration = Duration::from_millis(5);
+/// How long each thread reads: 60 resolutions, so many refreshes are seen.
+const RUN: Duration = Duration::from_millis(300);
+
+#[test]
+fn monotonic_across_threads() {
+    let clock = clock();
+    let reads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let clock = clock.clone();
+            thread::spawn(move || {
+                let mut last = clock.now();
+                let mut advanced = 0;
+                let end = StdClock.now() + RUN;
+                while StdClock.now() < end {
+                    let t = clock.now();
+                    assert!(t >= last, "went back: {last:?} then {t:?}");
+                    advanced += usize::from(t > last);
+                    last = t;
+                }
+                advanced
+            })
+        })
+        .collect();
+    for r in reads {
+        let advanced = r.join().unwrap();
+        assert!(advanced >= 5, "saw only {advanced} refreshes in {RUN:?}");
+    }
+    // Across threads: a read after a join never precedes one before it.
+    let a = clock.now();
+    thread::spawn({
+        let clock = clock.clone();
+        move || assert!(clock.now() >= a)
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn never_ahead_and_lag_bounded() {
+    let clock = clock();
+    let bound = clock.resolution() + SLACK;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let clock = clock.clone();
+            thread::spawn(move || {
+                let mut worst = Duration::ZERO;
+                let end = StdClock.now() + RUN;
+                let mut i = 0_u64;
+                while StdClock.now() < end {
+                    i += 1;
+                    let coarse = clock.now();
+                    let real = StdClock.now();
+                    assert!(coarse <= real, "ahead: {coarse:?} > {real:?}");
+                    worst = worst.max(real - coarse);
+                    if i % 1_000 == 0 {
+                        // Read at every phase of the updater's period.
+                        thread::sleep(Duration::from_micros(300));
+                    }
+                }
+                worst
+            })
+        })
+        .collect();
+    for w in workers {
+        let worst = w.join().unwrap();
+        assert!(worst <= bound, "lag {worst:?} over {bound:?}");
+    }
+}
+
+#[test]
+fn the_clock_moves() {
+    let clock = clock();
+    let a = clock.now();
+    thread::sleep(clock.resolution() * 10 + SLACK);
+    let elapsed = clock.now() - a;
+    assert!(elapsed >= clock.resolution() * 10, "moved only {elapsed:?}");
+}
+
+#[test]
+fn a_breaker_on_it_tells_slow_from_fast() {
+    let clock = clock();
+    let threshold = Duration::from_millis(20);
+    let config = BreakerConfig::builder()
+        .window_size(8)
+        .minimum_calls(8)
+        .slow_call_duration(threshold)
+        .build()
+        .unwrap();
+    let b: CircuitBreaker<_, 8> = CircuitBreaker::new("coarse", config, clock.clone());
+
+    // Far less than the threshold: fast unless the start reading lags by
+    // over 19 ms (a call reads long by at most the start reading's lag).
+    for _ in 0..3 {
+        let permit = b.try_acquire().unwrap();
+        thread::sleep(Duration::from_millis(1));
+        permit.success();
+    }
+    assert_eq!(b.metrics().slow_calls, 0, "a 1 ms call read as slow");
+
+    // Three resolutions beyond the threshold: slow, unless the end reading
+    // lags by more than three resolutions.
+    let permit = b.try_acquire().unwrap();
+    thread::sleep(threshold + clock.resolution() * 3);
+    permit.success();
+    let m = b.metrics();
+    assert_eq!((m.calls, m.slow_calls), (4, 1), "{m:?}");
+}
