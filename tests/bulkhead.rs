@@ -1120,13 +1120,16 @@ impl std::task::Wake for PermitInWaker {
     fn wake(self: Arc<Self>) {}
 }
 
+/// A waker that owns `permit`: dropping its last copy releases it.
+fn waker_holding(permit: watertight::OwnedPermit<Arc<ManualClock>>) -> std::task::Waker {
+    std::task::Waker::from(Arc::new(PermitInWaker(std::sync::Mutex::new(Some(permit)))))
+}
+
 /// A capacity-1 bulkhead whose one permit lives inside the returned waker.
 fn permit_in_waker() -> (Arc<ManualClock>, Shared, std::task::Waker) {
     let clock = Arc::new(ManualClock::new());
     let bh = Arc::new(Bulkhead::new("waker", 1, Arc::clone(&clock)));
-    let permit = bh.try_acquire_owned().unwrap();
-    let waker =
-        std::task::Waker::from(Arc::new(PermitInWaker(std::sync::Mutex::new(Some(permit)))));
+    let waker = waker_holding(bh.try_acquire_owned().unwrap());
     (clock, bh, waker)
 }
 
@@ -1225,8 +1228,7 @@ fn a_waker_dropped_on_timeout_that_releases_a_permit_does_not_deadlock() {
         // A second waiter, timed out while its waker is the last holder of
         // the permit: the time-out unlinks it and drops the waker after.
         let held = bh.try_acquire_owned().unwrap();
-        let holder =
-            std::task::Waker::from(Arc::new(PermitInWaker(std::sync::Mutex::new(Some(held)))));
+        let holder = waker_holding(held);
         let mut fut = Box::pin(bh.acquire_timeout(10 * MS));
         assert!(poll_with(fut.as_mut(), &holder).is_pending());
         clock.advance(10 * MS);
@@ -1267,8 +1269,7 @@ fn a_woken_waker_that_releases_a_permit_does_not_deadlock() {
         let bh = Arc::new(Bulkhead::new("waker", 2, Arc::clone(&clock)));
         let a = bh.try_acquire_owned().unwrap();
         let b = bh.try_acquire_owned().unwrap();
-        let holder =
-            std::task::Waker::from(Arc::new(PermitInWaker(std::sync::Mutex::new(Some(b)))));
+        let holder = waker_holding(b);
         let mut first = Box::pin(bh.acquire());
         let mut second = Box::pin(bh.acquire());
         assert!(poll_with(first.as_mut(), &holder).is_pending());

@@ -689,26 +689,31 @@ impl<C> Bulkhead<C> {
             if word::available(cur) < n as word::Avail || word::queued(cur) {
                 return Err(AcquireError::Full);
             }
-            let (next, carried) = word::take(cur, n);
-            match self.cas_take(cur, next) {
-                Ok(()) => {
-                    self.after_take(next, carried);
-                    return Ok(());
-                }
+            match self.take_from(cur, n, false) {
+                Ok(_) => return Ok(()),
                 Err(actual) => cur = actual,
             }
         }
     }
 
-    /// The compare-and-swap that takes permits (`Acquire`: it pairs with the
-    /// `Release` of the add that gave them back), shared by the lock-free
-    /// take and the queue's hand-off.
-    #[inline(always)]
-    fn cas_take(&self, cur: Word, next: Word) -> Result<(), Word> {
+    /// One compare-and-swap that takes `n` permits from the word `cur` (and
+    /// clears the queued flag with `clear_queued`), then the counters'
+    /// bookkeeping; the word after on success, the word found on failure.
+    /// `Acquire`: it pairs with the `Release` of the add that gave the
+    /// permits back. Shared by the lock-free take and the queue's two takes
+    /// (a hand-off, and a newcomer under the lock); `n <= available(cur)` is
+    /// the caller's to check.
+    #[inline]
+    fn take_from(&self, cur: Word, n: usize, clear_queued: bool) -> Result<Word, Word> {
+        let (mut next, carried) = word::take(cur, n);
+        if clear_queued {
+            next &= !word::QUEUED;
+        }
         self.hot
             .word
-            .compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed)
-            .map(drop)
+            .compare_exchange_weak(cur, next, Ordering::Acquire, Ordering::Relaxed)?;
+        self.after_take(next, carried);
+        Ok(next)
     }
 
     #[inline]

@@ -334,10 +334,8 @@ impl<C> Bulkhead<C> {
                 // never grants one (fewer than `n` can be free).
                 if all && n > capacity {
                     // SAFETY: `ptr` is in `list`.
-                    unsafe { list.remove(ptr) };
-                    if list.len == 0 {
-                        w = self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
-                        w &= !word::QUEUED;
+                    if let Some(after) = unsafe { self.unlink(list, ptr) } {
+                        w = after;
                     }
                     // SAFETY: under the lock; read after the store below.
                     node.capacity.with_mut(|c| unsafe { *c = capacity });
@@ -350,14 +348,11 @@ impl<C> Bulkhead<C> {
                     }
                     break;
                 }
-                let (mut next_w, carried) = word::take(w, n);
-                if list.len == 1 {
-                    next_w &= !word::QUEUED;
-                }
-                // The waiter is published by its node's `Release` store below.
-                match self.cas_take(w, next_w) {
-                    Ok(()) => {
-                        self.after_take(next_w, carried);
+                // The last waiter's grant clears the queued flag in the same
+                // CAS; the waiter is published by its node's `Release` store
+                // below.
+                match self.take_from(w, n, list.len == 1) {
+                    Ok(next_w) => {
                         w = next_w;
                         // SAFETY: `ptr` is in `list`.
                         unsafe { list.remove(ptr) };
@@ -370,6 +365,20 @@ impl<C> Bulkhead<C> {
             cur = next;
         }
         true
+    }
+
+    /// Under the lock: unlinks `ptr`, and if that empties the queue clears
+    /// the queued flag; the word after that, if it did. (A hand-off unlinks
+    /// with `List::remove` itself: its CAS clears the flag.)
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is in `list`, the list under this bulkhead's lock.
+    unsafe fn unlink(&self, list: &mut List, ptr: NonNull<Node>) -> Option<word::Word> {
+        // SAFETY: the caller's promise.
+        unsafe { list.remove(ptr) };
+        (list.len == 0)
+            .then(|| self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel) & !word::QUEUED)
     }
 
     /// Under the lock, for a node just unlinked: its waker to the batch,
@@ -413,17 +422,8 @@ impl<C> Bulkhead<C> {
             check_request(w, n)?;
             if word::available(w) >= n as word::Avail {
                 // Nobody queued can use them (served just above): ours.
-                let (next, carried) = word::take(w, n);
-                match self.hot.word.compare_exchange_weak(
-                    w,
-                    next,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        self.after_take(next, carried);
-                        return Ok(Enqueued::Took);
-                    }
+                match self.take_from(w, n, false) {
+                    Ok(_) => return Ok(Enqueued::Took),
                     Err(actual) => {
                         w = actual;
                         continue;
@@ -511,10 +511,7 @@ impl<C> Bulkhead<C> {
             let state = node.state.load(Ordering::Acquire);
             if state == QUEUED {
                 // SAFETY: still queued, so in `list`.
-                unsafe { list.remove(NonNull::from(node.get_ref())) };
-                if list.len == 0 {
-                    self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
-                }
+                unsafe { self.unlink(&mut list, NonNull::from(node.get_ref())) };
                 waker = node.take_waker();
                 node.state.store(IDLE, Ordering::Relaxed);
                 // Nobody behind it gains from its going: every one of them
@@ -557,10 +554,7 @@ impl<C> Bulkhead<C> {
                     return Step::Again;
                 }
                 // SAFETY: the head is in `list`; valid under the lock.
-                unsafe { list.remove(ptr) };
-                if list.len == 0 {
-                    self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel);
-                }
+                unsafe { self.unlink(list, ptr) };
                 // SAFETY: as above.
                 self.finish_node(unsafe { ptr.as_ref() }, CLOSED, wakers);
             }
