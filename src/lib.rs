@@ -232,6 +232,9 @@ mod config_serde;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 #[path = "metrics_export.rs"]
 pub mod metrics;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

@@ -554,6 +554,10 @@ pub enum ErrorKind<E> {
     /// The call ran out of time (the call timeout, or what was left of the
     /// request budget), or the budget had run out before it could start.
     DeadlineExceeded,
+    /// The store of a shared limit (Redis, for a
+    /// [`GlobalBulkhead`](crate::redis::GlobalBulkhead), feature `redis`)
+    /// could not be reached, and its fallback refuses calls.
+    StoreUnavailable,
     /// The call ran and returned this error.
     Call(E),
 }
@@ -702,7 +706,7 @@ impl<E> Error<E> {
         }
     }
 
-    fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
+    pub(crate) fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
         Error { system, kind }
     }
 }
@@ -715,6 +719,9 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             ErrorKind::BulkheadClosed => write!(f, "{system} unavailable: bulkhead closed"),
             ErrorKind::CircuitOpen(r) => write!(f, "{system} unavailable: {r}"),
             ErrorKind::DeadlineExceeded => write!(f, "{system} unavailable: deadline exceeded"),
+            ErrorKind::StoreUnavailable => {
+                write!(f, "{system} unavailable: limit store unreachable")
+            }
             ErrorKind::Call(e) => write!(f, "{system}: {e}"),
         }
     }
@@ -923,6 +930,35 @@ impl<C, const N: usize, W> Policy<C, N, W> {
     /// ```
     pub fn breaker(&self) -> &CircuitBreaker<C, N, (), W> {
         &self.breaker
+    }
+    /// How long a call may wait for a slot (the config's `max_wait`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.max_wait(), core::time::Duration::from_millis(100));
+    /// ```
+    pub fn max_wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    /// How long a call may run (the config's `call_timeout`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.call_timeout(), core::time::Duration::from_secs(30));
+    /// ```
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
     }
 }
 

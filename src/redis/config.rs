@@ -1,0 +1,411 @@
+//! The global bulkhead's settings, their defaults and their checks.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::breaker::{BreakerConfig, BreakerConfigError};
+
+/// What callers get while Redis cannot be reached (or its breaker is open).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::redis::{Fallback, GlobalConfig};
+///
+/// // 20 slots for the whole fleet; 12 replicas: ⌊20 / 12⌋ = 1 each on their own.
+/// let config = GlobalConfig::builder(20).fallback(Fallback::LocalShare(1)).build().unwrap();
+/// assert_eq!(config.fallback(), Fallback::LocalShare(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fallback {
+    /// Refuse at once with [`GlobalError::StoreUnavailable`](super::GlobalError::StoreUnavailable):
+    /// the limit is never exceeded, and the system is unavailable while Redis is.
+    FailClosed,
+    /// Fall back to a bulkhead of this many slots in this process (for
+    /// example the global limit ÷ the number of processes you expect): the
+    /// system stays available, and the fleet as a whole stays near the limit
+    /// if every process runs the same share. Permits taken from the share
+    /// are not counted in Redis; when Redis comes back, new calls take
+    /// global permits again while the share's holders finish, so for that
+    /// moment the fleet can run up to the global limit plus the shares in
+    /// flight.
+    LocalShare(usize),
+}
+
+/// Settings of a [`GlobalBulkhead`](super::GlobalBulkhead).
+///
+/// Defaults: a lease of 60 s (twice the policy's 30 s call timeout, so a
+/// call that runs to its timeout still holds a live lease even if one
+/// renewal is missed), renewed every 20 s (a third of the lease: two
+/// renewals in a row can fail before a lease is lost); 100 ms for each
+/// Redis command (a Redis next to the service answers in well under a
+/// millisecond); no local cap; [`Fallback::FailClosed`]; and a breaker in
+/// front of Redis that opens when half of the last 10 commands failed
+/// (at least 5 of them), for 5 s.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::redis::GlobalConfig;
+///
+/// let config = GlobalConfig::builder(20).build().unwrap();
+/// assert_eq!(config.limit(), 20);
+/// assert_eq!(config.lease(), Duration::from_secs(60));
+/// assert_eq!(config.renew_every(), Duration::from_secs(20));
+/// assert_eq!(config.store_timeout(), Duration::from_millis(100));
+/// assert_eq!(config.local_cap(), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GlobalConfig {
+    pub(super) limit: u32,
+    pub(super) lease: Duration,
+    pub(super) renew_every: Duration,
+    pub(super) store_timeout: Duration,
+    pub(super) local_cap: Option<usize>,
+    pub(super) fallback: Fallback,
+    pub(super) store_breaker: BreakerConfig,
+}
+
+/// The breaker in front of Redis, by default: the last 10 commands, opened
+/// by a failure rate of 50 % over at least 5 of them, for 5 s; Redis's
+/// commands are not timed (their own timeout bounds them).
+const STORE_BREAKER: BreakerConfig = match BreakerConfig::builder()
+    .window_size(10)
+    .minimum_calls(5)
+    .failure_rate_threshold(50.0)
+    .no_slow_call_duration()
+    .open_duration(Duration::from_secs(5))
+    .build()
+{
+    Ok(c) => c,
+    Err(_) => panic!("the store breaker's default config is valid"),
+};
+
+impl GlobalConfig {
+    /// A builder for a global limit of `limit` calls at once, with the
+    /// defaults above.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::redis::GlobalConfig;
+    ///
+    /// let config = GlobalConfig::builder(20)
+    ///     .lease(Duration::from_secs(10))
+    ///     .renew_every(Duration::from_secs(3))
+    ///     .local_cap(4)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.local_cap(), Some(4));
+    /// ```
+    pub const fn builder(limit: u32) -> GlobalConfigBuilder {
+        GlobalConfigBuilder {
+            config: GlobalConfig {
+                limit,
+                lease: Duration::from_secs(60),
+                renew_every: Duration::from_secs(20),
+                store_timeout: Duration::from_millis(100),
+                local_cap: None,
+                fallback: Fallback::FailClosed,
+                store_breaker: STORE_BREAKER,
+            },
+        }
+    }
+
+    /// Calls at once across every process with the same Redis and name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().limit(), 7);
+    /// ```
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// How long a grant lives in Redis unless renewed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().lease().as_secs(), 60);
+    /// ```
+    pub const fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// How often the process's keeper renews the leases it holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().renew_every().as_secs(), 20);
+    /// ```
+    pub const fn renew_every(&self) -> Duration {
+        self.renew_every
+    }
+
+    /// The time each Redis command may take.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().store_timeout().as_millis(), 100);
+    /// ```
+    pub const fn store_timeout(&self) -> Duration {
+        self.store_timeout
+    }
+
+    /// The per-process cap in front of Redis, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).local_cap(2).build().unwrap().local_cap(), Some(2));
+    /// ```
+    pub const fn local_cap(&self) -> Option<usize> {
+        self.local_cap
+    }
+
+    /// What callers get while Redis cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{Fallback, GlobalConfig};
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().fallback(), Fallback::FailClosed);
+    /// ```
+    pub const fn fallback(&self) -> Fallback {
+        self.fallback
+    }
+
+    /// The breaker in front of Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// let config = GlobalConfig::builder(7).build().unwrap();
+    /// assert_eq!(config.store_breaker().window_size(), 10);
+    /// ```
+    pub const fn store_breaker(&self) -> &BreakerConfig {
+        &self.store_breaker
+    }
+}
+
+/// Builds a [`GlobalConfig`]; [`build`](Self::build) checks it.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::redis::{Fallback, GlobalConfig};
+///
+/// let config = GlobalConfig::builder(20)
+///     .store_timeout(Duration::from_millis(50))
+///     .fallback(Fallback::LocalShare(5))
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.store_timeout(), Duration::from_millis(50));
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct GlobalConfigBuilder {
+    config: GlobalConfig,
+}
+
+impl GlobalConfigBuilder {
+    /// How long a grant lives in Redis unless renewed (60 s by default).
+    /// A process that dies holding permits gives them back within one lease.
+    pub const fn lease(mut self, d: Duration) -> Self {
+        self.config.lease = d;
+        self
+    }
+
+    /// How often the leases this process holds are renewed (20 s by
+    /// default); at most half the lease, so that one missed renewal loses
+    /// nothing.
+    pub const fn renew_every(mut self, d: Duration) -> Self {
+        self.config.renew_every = d;
+        self
+    }
+
+    /// The time each Redis command may take (100 ms by default). A command
+    /// that takes longer counts as a failure of Redis, for its breaker.
+    pub const fn store_timeout(mut self, d: Duration) -> Self {
+        self.config.store_timeout = d;
+        self
+    }
+
+    /// A per-process cap of `k` calls, checked before Redis: a process
+    /// already running `k` calls is refused (or waits) without a Redis
+    /// round trip.
+    pub const fn local_cap(mut self, k: usize) -> Self {
+        self.config.local_cap = Some(k);
+        self
+    }
+
+    /// What callers get while Redis cannot be reached.
+    pub const fn fallback(mut self, fallback: Fallback) -> Self {
+        self.config.fallback = fallback;
+        self
+    }
+
+    /// The breaker in front of Redis (see [`GlobalConfig`] for its default).
+    pub const fn store_breaker(mut self, config: BreakerConfig) -> Self {
+        self.config.store_breaker = config;
+        self
+    }
+
+    /// Checks the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalConfigError`] names the setting at fault: a zero limit, a
+    /// zero or sub-millisecond lease, a zero renewal interval or one above
+    /// half the lease, a zero store timeout, or a zero local cap or local
+    /// share.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::redis::{GlobalConfig, GlobalConfigError};
+    ///
+    /// assert_eq!(GlobalConfig::builder(0).build().unwrap_err(), GlobalConfigError::LimitZero);
+    /// let err = GlobalConfig::builder(5)
+    ///     .lease(Duration::from_secs(10))
+    ///     .renew_every(Duration::from_secs(8))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, GlobalConfigError::RenewTooRare { .. }));
+    /// ```
+    pub fn build(self) -> Result<GlobalConfig, GlobalConfigError> {
+        let c = self.config;
+        if c.limit == 0 {
+            return Err(GlobalConfigError::LimitZero);
+        }
+        if c.lease < Duration::from_millis(10) {
+            return Err(GlobalConfigError::LeaseTooShort { lease: c.lease });
+        }
+        if c.lease > Duration::from_secs(86_400) {
+            return Err(GlobalConfigError::LeaseTooLong { lease: c.lease });
+        }
+        if c.renew_every.is_zero() {
+            return Err(GlobalConfigError::RenewEveryZero);
+        }
+        if c.renew_every > c.lease / 2 {
+            return Err(GlobalConfigError::RenewTooRare {
+                lease: c.lease,
+                renew_every: c.renew_every,
+            });
+        }
+        if c.store_timeout.is_zero() {
+            return Err(GlobalConfigError::StoreTimeoutZero);
+        }
+        if c.local_cap == Some(0) {
+            return Err(GlobalConfigError::LocalCapZero);
+        }
+        if let Some(cap) = c.local_cap {
+            if cap > crate::Bulkhead::<()>::MAX_PERMITS {
+                return Err(GlobalConfigError::LocalCapTooLarge);
+            }
+        }
+        match c.fallback {
+            Fallback::LocalShare(0) => return Err(GlobalConfigError::LocalShareZero),
+            Fallback::LocalShare(k) if k > crate::Bulkhead::<()>::MAX_PERMITS => {
+                return Err(GlobalConfigError::LocalCapTooLarge)
+            }
+            _ => {}
+        }
+        Ok(c)
+    }
+}
+
+/// A [`GlobalConfig`] that [`build`](GlobalConfigBuilder::build) refused.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::redis::{Fallback, GlobalConfig, GlobalConfigError};
+///
+/// let err = GlobalConfig::builder(5).fallback(Fallback::LocalShare(0)).build().unwrap_err();
+/// assert_eq!(err, GlobalConfigError::LocalShareZero);
+/// assert_eq!(err.to_string(), "fallback: a local share of zero slots refuses every call; use FailClosed");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum GlobalConfigError {
+    /// The limit is zero.
+    LimitZero,
+    /// The lease is under 10 ms: it would expire before a renewal could
+    /// reach Redis.
+    LeaseTooShort {
+        /// The lease asked for.
+        lease: Duration,
+    },
+    /// The lease is above a day: a crashed process's permits would stay
+    /// taken that long.
+    LeaseTooLong {
+        /// The lease asked for.
+        lease: Duration,
+    },
+    /// The renewal interval is zero.
+    RenewEveryZero,
+    /// Leases are renewed less often than twice per lease, so one late or
+    /// failed renewal would lose them.
+    RenewTooRare {
+        /// The lease.
+        lease: Duration,
+        /// The renewal interval asked for.
+        renew_every: Duration,
+    },
+    /// The store timeout is zero.
+    StoreTimeoutZero,
+    /// The local cap is zero.
+    LocalCapZero,
+    /// The local cap or the local share is above what a bulkhead holds.
+    LocalCapTooLarge,
+    /// `Fallback::LocalShare(0)`.
+    LocalShareZero,
+    /// The store breaker's config does not fit a breaker's window.
+    StoreBreaker(BreakerConfigError),
+}
+
+impl fmt::Display for GlobalConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GlobalConfigError::LimitZero => f.write_str("limit must not be zero"),
+            GlobalConfigError::LeaseTooShort { lease } => {
+                write!(f, "lease: {lease:?} is under the 10 ms minimum")
+            }
+            GlobalConfigError::LeaseTooLong { lease } => {
+                write!(f, "lease: {lease:?} is above the one-day maximum")
+            }
+            GlobalConfigError::RenewEveryZero => f.write_str("renew_every must not be zero"),
+            GlobalConfigError::RenewTooRare { lease, renew_every } => write!(
+                f,
+                "renew_every: {renew_every:?} is above half the lease ({lease:?}); one missed renewal would lose the lease"
+            ),
+            GlobalConfigError::StoreTimeoutZero => f.write_str("store_timeout must not be zero"),
+            GlobalConfigError::LocalCapZero => f.write_str("local_cap must not be zero"),
+            GlobalConfigError::LocalCapTooLarge => {
+                f.write_str("local_cap: above what a bulkhead holds (Bulkhead::MAX_PERMITS)")
+            }
+            GlobalConfigError::LocalShareZero => f.write_str(
+                "fallback: a local share of zero slots refuses every call; use FailClosed",
+            ),
+            GlobalConfigError::StoreBreaker(e) => write!(f, "store_breaker: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for GlobalConfigError {}

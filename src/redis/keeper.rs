@@ -1,0 +1,140 @@
+//! The keeper: one tokio task per global bulkhead that sends the releases
+//! dropped permits hand it (batched into one script call), renews every
+//! lease the process holds (one script call per renewal), and keeps the
+//! connection subscribed to the release channel.
+
+use std::{string::String, vec, vec::Vec};
+
+use core::time::Duration;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+
+use super::{lease_lost, Core, Lease};
+use crate::clock::{Clock, Instant, TokioClock};
+use crate::sync::Ordering;
+
+/// Members per script call: Redis takes many more arguments, but a call
+/// this size already runs in well under a millisecond.
+const MAX_BATCH: usize = 1024;
+
+pub(super) async fn run(core: Arc<Core>, mut releases: mpsc::UnboundedReceiver<String>) {
+    // Subscriptions and retried releases are checked at least every second;
+    // renewals run every `renew_every`.
+    let mut tick = tokio::time::interval(core.config.renew_every.min(Duration::from_secs(1)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut next_renew = TokioClock.now().saturating_add(core.config.renew_every);
+    // Releases Redis did not confirm, each with the time after which its
+    // lease has ended anyway.
+    let mut retry: Vec<(String, Instant)> = Vec::new();
+    loop {
+        tokio::select! {
+            member = releases.recv() => {
+                let Some(member) = member else { break };
+                let mut batch = vec![member];
+                while batch.len() < MAX_BATCH {
+                    match releases.try_recv() {
+                        Ok(m) => batch.push(m),
+                        Err(_) => break,
+                    }
+                }
+                if core.release(&batch).await.is_err() {
+                    let give_up = TokioClock.now().saturating_add(core.config.lease);
+                    retry.extend(batch.into_iter().map(|m| (m, give_up)));
+                }
+            }
+            _ = tick.tick() => {
+                if !core.subscribed.load(Ordering::Acquire) {
+                    subscribe(&core).await;
+                }
+                retry_releases(&core, &mut retry).await;
+                let now = TokioClock.now();
+                if now >= next_renew {
+                    renew(&core).await;
+                    next_renew = now.saturating_add(core.config.renew_every);
+                }
+            }
+        }
+    }
+    // Every handle and permit is gone: one last try for what is left.
+    retry_releases(&core, &mut retry).await;
+}
+
+async fn subscribe(core: &Core) {
+    let mut con = core.con.clone();
+    if core
+        .run(None, con.subscribe(&core.keys.channel))
+        .await
+        .is_ok()
+    {
+        core.subscribed.store(true, Ordering::Release);
+    }
+}
+
+async fn retry_releases(core: &Core, retry: &mut Vec<(String, Instant)>) {
+    let now = TokioClock.now();
+    retry.retain(|(_, until)| *until > now);
+    for chunk in retry.chunks(MAX_BATCH) {
+        let members: Vec<String> = chunk.iter().map(|(m, _)| m.clone()).collect();
+        if core.release(&members).await.is_err() {
+            return;
+        }
+    }
+    retry.clear();
+}
+
+async fn renew(core: &Core) {
+    let held: Vec<(u64, Arc<Lease>)> = match core.leases.lock() {
+        Ok(leases) => leases.iter().map(|(s, l)| (*s, Arc::clone(l))).collect(),
+        Err(_) => return,
+    };
+    for chunk in held.chunks(MAX_BATCH) {
+        let sent = TokioClock.now();
+        let mut inv = core.scripts.renew.key(&core.keys.holders);
+        inv.arg(&core.keys.channel).arg(core.lease_ms());
+        for (_, l) in chunk {
+            inv.arg(&l.member);
+        }
+        let mut con = core.con.clone();
+        match core
+            .run(None, inv.invoke_async::<Vec<String>>(&mut con))
+            .await
+        {
+            Ok(gone) => {
+                let gone: HashSet<&str> = gone.iter().map(String::as_str).collect();
+                let mut renewed = 0;
+                for (seq, l) in chunk {
+                    // A lease already over by our clock stays lost, even if
+                    // Redis (whose lease began a little later) still had it.
+                    if gone.contains(l.member.as_str())
+                        || lease_lost(l, core.config.lease, TokioClock.now())
+                    {
+                        mark_lost(core, *seq, l);
+                    } else {
+                        l.renewed_at.store(sent.as_nanos(), Ordering::Release);
+                        renewed += 1;
+                    }
+                }
+                core.stats.renewed(core.name, renewed);
+            }
+            Err(_) => {
+                let now = TokioClock.now();
+                for (seq, l) in chunk {
+                    if lease_lost(l, core.config.lease, now) {
+                        mark_lost(core, *seq, l);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn mark_lost(core: &Core, seq: u64, lease: &Lease) {
+    if !lease.lost.swap(true, Ordering::AcqRel) {
+        core.stats.lost(core.name, &lease.member);
+    }
+    // Not renewed again; its permit's drop still sends a (harmless) release.
+    core.forget_lease(seq);
+}

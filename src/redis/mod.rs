@@ -1,0 +1,1096 @@
+//! One limit across processes: a bulkhead shared by every process that uses
+//! the same Redis (or Valkey) and the same system name (feature `redis`).
+//!
+//! A [`crate::Bulkhead`] limits one process. Twelve replicas with
+//! a bulkhead of 20 each put 240 calls at a provider that allows 20. A
+//! [`GlobalBulkhead`] counts the calls of every replica in Redis:
+//!
+//! ```no_run
+//! use core::time::Duration;
+//! use watertight::redis::{Fallback, GlobalBulkhead, GlobalConfig};
+//!
+//! # async fn charge() -> Result<(), ()> { Ok(()) }
+//! # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = GlobalConfig::builder(20)      // 20 calls at once, fleet-wide
+//!     .local_cap(4)                            // and at most 4 from this process
+//!     .fallback(Fallback::LocalShare(2))       // 2 on our own while Redis is down
+//!     .build()?;
+//! let payments = GlobalBulkhead::connect("redis://127.0.0.1/", "payments", config)?;
+//!
+//! let permit = payments.acquire_timeout(Duration::from_millis(200)).await?;
+//! let token = permit.fencing_token(); // for a downstream that rejects stale holders
+//! charge().await.ok();
+//! drop(permit); // released in the background; `permit.release().await` waits for it
+//! # let _ = token; Ok(()) }
+//! ```
+//!
+//! # How it works
+//!
+//! Each system has three names in Redis, all with the hash tag `{name}`, so
+//! that in a Redis Cluster they live in one slot:
+//!
+//! - `watertight:{name}:holders`, a sorted set: one member per permit
+//!   held anywhere, scored by the time its lease ends, in milliseconds of
+//!   Redis's own `TIME` (never a client's clock);
+//! - `watertight:{name}:fence`, a counter: each grant takes the next value,
+//!   its *fencing token*;
+//! - `watertight:{name}:released`, a pub/sub channel: each release
+//!   publishes how many slots it freed.
+//!
+//! Taking a slot is one Lua script (`EVALSHA`, reloaded on `NOSCRIPT` by
+//! redis-rs's `Script`): drop the members whose lease has ended, count the
+//! rest, and if they are under the limit, add ours and return the next
+//! fencing token. Giving slots back is another: remove the members and
+//! publish. Both run atomically on the primary, so the limit holds however
+//! many processes race.
+//!
+//! **Leases.** A grant lives for one lease ([`GlobalConfig::lease`], 60 s
+//! by default) unless renewed. One background task per `GlobalBulkhead`
+//! (the *keeper*) renews every lease this process holds in one script call
+//! each [`renew_every`](GlobalConfig::renew_every), and sends the releases
+//! that dropped permits hand it, batched: a drop never blocks or waits for
+//! Redis. A process that dies (`kill -9`) renews nothing: its slots come
+//! back within one lease.
+//!
+//! **A lost lease.** If renewals fail for a whole lease (Redis unreachable,
+//! the process frozen), or Redis lost the member (a failover to a replica
+//! that had not seen it), the permit is *lost*: [`GlobalPermit::is_lost`]
+//! turns true, `global_bulkhead_leases_lost_total` counts it and a tracing
+//! warning names the system. Another process may then hold the slot, so the
+//! fleet may be running one call over its limit. The call is not cancelled
+//! (only the caller knows whether stopping half-way is safe); a caller
+//! that must not run over the limit checks `is_lost()` before each step,
+//! and a downstream that must not accept a stale holder checks the fencing
+//! token: tokens only grow, so a downstream that remembers the highest
+//! token it has seen can refuse a smaller one.
+//!
+//! **Failover.** Redis replicates asynchronously: a primary that fails can
+//! take its last grants with it, and the promoted replica then counts fewer
+//! holders than there are (so grants beyond the limit are possible until
+//! those holders' renewals find their members gone and report the leases
+//! lost). The fencing counter can step back the same way. Fencing tokens
+//! with a downstream check are the answer where over-limit calls must be
+//! refused; without persistence, a Redis restart starts the counter again.
+//! This crate guarantees the limit on one primary, not across a failover.
+//!
+//! **Waiting** is woken, not polled. A waiter ([`acquire_until`],
+//! [`acquire_timeout`]) registers for the release notifications (the
+//! connection is subscribed to the system's channel through RESP3 push),
+//! runs the acquire script, and if refused sleeps until a release
+//! notification, the end of the earliest lease (which the script returns:
+//! that is when a crashed holder's slot comes back), or its deadline,
+//! whichever is first; then it tries again. It is **not FIFO across
+//! processes**: each release wakes as many waiters in every process as it
+//! freed slots, and whichever reaches Redis first wins. Within one process
+//! waiters are woken in the order they started waiting.
+//!
+//! **When Redis is down, slow or unreachable.** Each command has its own
+//! timeout ([`store_timeout`](GlobalConfig::store_timeout), 100 ms), and
+//! is cut at the caller's deadline if that comes first. A breaker of this
+//! crate guards the connection: after a few failures it opens, and callers
+//! get the fallback at once, without a timeout each. The
+//! [`Fallback`] decides what they get: [`StoreUnavailable`](GlobalError::StoreUnavailable)
+//! at once, or a permit from a local bulkhead of `k` slots. redis-rs's
+//! connection manager reconnects by itself; when its breaker lets a probe
+//! through and Redis answers, the global limit resumes, without a restart.
+//!
+//! **A local front.** [`GlobalConfigBuilder::local_cap`] puts a local
+//! bulkhead in front: a process already at its cap is refused (or waits)
+//! without a Redis round trip.
+//!
+//! [`acquire_until`]: GlobalBulkhead::acquire_until
+//! [`acquire_timeout`]: GlobalBulkhead::acquire_timeout
+
+use std::{format, string::String, vec::Vec};
+
+mod config;
+mod error;
+mod keeper;
+mod telemetry;
+
+pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError};
+pub use error::{GlobalBuildError, GlobalError, StoreFailure};
+pub use telemetry::GlobalMetrics;
+
+use core::future::Future;
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
+use event_listener::Event;
+use tokio::sync::mpsc;
+
+use crate::breaker::HeapBreaker;
+use crate::clock::{Clock, Instant, Timer, TokioClock};
+use crate::policy::{self, ErrorKind, Policy};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::{Bulkhead, OwnedPermit};
+
+use telemetry::Stats;
+
+/// The longest system name: its keys stay short.
+const MAX_NAME: usize = 128;
+
+/// The scripts, loaded once per process (their text is part of the binary).
+struct Scripts {
+    acquire: Script,
+    release: Script,
+    renew: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            acquire: Script::new(include_str!("scripts/acquire.lua")),
+            release: Script::new(include_str!("scripts/release.lua")),
+            renew: Script::new(include_str!("scripts/renew.lua")),
+        }
+    }
+}
+
+/// The system's names in Redis.
+struct Keys {
+    holders: String,
+    fence: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(name: &str) -> Self {
+        Keys {
+            holders: format!("watertight:{{{name}}}:holders"),
+            fence: format!("watertight:{{{name}}}:fence"),
+            channel: format!("watertight:{{{name}}}:released"),
+        }
+    }
+}
+
+/// One grant this process holds in Redis.
+struct Lease {
+    member: String,
+    /// When the last renewal (or the grant) was *sent*, on the tokio
+    /// clock: Redis's lease ends no earlier than this plus the lease.
+    renewed_at: AtomicU64,
+    lost: AtomicBool,
+}
+
+/// What the keeper task and the handles share; the keeper holds no sender,
+/// so it ends when the last handle and permit are gone.
+struct Core {
+    name: &'static str,
+    config: GlobalConfig,
+    keys: Keys,
+    scripts: Scripts,
+    con: ConnectionManager,
+    /// Told by the push handler: a release elsewhere, or a lost connection.
+    released: Arc<Event>,
+    /// Whether the connection is subscribed to the release channel.
+    subscribed: Arc<AtomicBool>,
+    leases: Mutex<HashMap<u64, Arc<Lease>>>,
+    stats: Stats,
+}
+
+impl Core {
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs a command under the store timeout (cut at `deadline` if that
+    /// comes first). `Err(None)` means the caller's deadline cut it.
+    async fn run<T, F>(&self, deadline: Option<Instant>, cmd: F) -> Result<T, Option<StoreFailure>>
+    where
+        F: Future<Output = Result<T, ::redis::RedisError>>,
+    {
+        let clock = TokioClock;
+        let store_end = clock.now().saturating_add(self.config.store_timeout);
+        let (end, caller_cut) = match deadline {
+            Some(d) if d < store_end => (d, true),
+            _ => (store_end, false),
+        };
+        tokio::select! {
+            biased;
+            r = cmd => r.map_err(|e| {
+                if e.is_timeout() {
+                    self.stats.store_timeout(self.name);
+                    Some(StoreFailure::TimedOut)
+                } else {
+                    self.stats.store_error(self.name, &e);
+                    Some(StoreFailure::Redis(e))
+                }
+            }),
+            () = clock.sleep_until(end) => {
+                if caller_cut {
+                    Err(None)
+                } else {
+                    self.stats.store_timeout(self.name);
+                    Err(Some(StoreFailure::TimedOut))
+                }
+            }
+        }
+    }
+
+    /// Removes `members` in one script call.
+    async fn release(&self, members: &[String]) -> Result<u64, StoreFailure> {
+        let mut inv = self.scripts.release.key(&self.keys.holders);
+        inv.arg(&self.keys.channel);
+        for m in members {
+            inv.arg(m);
+        }
+        let mut con = self.con.clone();
+        let freed: u64 = self
+            .run(None, inv.invoke_async(&mut con))
+            .await
+            .map_err(|e| e.unwrap_or(StoreFailure::TimedOut))?;
+        self.stats.released(members.len());
+        Ok(freed)
+    }
+
+    fn forget_lease(&self, seq: u64) {
+        if let Ok(mut leases) = self.leases.lock() {
+            leases.remove(&seq);
+        }
+    }
+}
+
+/// What a handle and its permits hold.
+struct Inner {
+    core: Arc<Core>,
+    /// To the keeper: members whose permits were dropped.
+    releases: mpsc::UnboundedSender<String>,
+    front: Option<Arc<Bulkhead<TokioClock>>>,
+    share: Option<Arc<Bulkhead<TokioClock>>>,
+    breaker: HeapBreaker<TokioClock>,
+    /// A random tag of this handle, so that members never collide across
+    /// processes (or across handles in one process).
+    tag: String,
+    seq: AtomicU64,
+}
+
+/// A bulkhead whose limit is shared by every process that uses the same
+/// Redis and the same name. See [the module](self) for how it works and
+/// what it guarantees.
+///
+/// Cloning is cheap (the handles share one connection, one keeper task and
+/// one local front).
+///
+/// # Examples
+///
+/// ```no_run
+/// use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError};
+///
+/// # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = GlobalConfig::builder(20).build()?;
+/// let payments = GlobalBulkhead::connect("redis://127.0.0.1/", "payments", config)?;
+/// match payments.try_acquire().await {
+///     Ok(permit) => { /* call the provider; the permit is released on drop */ drop(permit) }
+///     Err(GlobalError::Full) => { /* 20 calls are running fleet-wide: answer 503 */ }
+///     Err(e) => return Err(e.into()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct GlobalBulkhead {
+    inner: Arc<Inner>,
+}
+
+impl core::fmt::Debug for GlobalBulkhead {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GlobalBulkhead")
+            .field("name", &self.inner.core.name)
+            .field("limit", &self.inner.core.config.limit)
+            .field("held", &self.held())
+            .finish()
+    }
+}
+
+fn check_name(name: &'static str) -> Result<(), GlobalBuildError> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.len() > MAX_NAME {
+        "it is longer than 128 bytes"
+    } else if name.contains(['{', '}']) {
+        "it holds `{` or `}`, which would break the keys' hash tag"
+    } else if name.chars().any(char::is_control) {
+        "it holds a control character"
+    } else {
+        return Ok(());
+    };
+    Err(GlobalBuildError::BadName { name, reason })
+}
+
+/// A tag unique to this process and handle: the process id, the time and
+/// std's per-process random hash keys.
+fn random_tag() -> String {
+    use core::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(t);
+    format!("{:08x}-{:016x}", std::process::id(), h.finish())
+}
+
+impl GlobalBulkhead {
+    /// A global bulkhead for system `name` on the Redis at `url`
+    /// (`redis://host:port/db`, `rediss://…`, `redis+unix:///path`).
+    ///
+    /// It does not wait for Redis: the connection is made on first use (and
+    /// made again by itself after it is lost), so a service starts while
+    /// Redis is down, with the [fallback](Fallback) until Redis answers.
+    /// The connection speaks RESP3 (Redis 6 or later), for the release
+    /// notifications. It starts the keeper task on the current tokio
+    /// runtime; the task ends when the last handle and permit are dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalBuildError::BadUrl`] for a URL redis-rs cannot open,
+    /// [`GlobalBuildError::BadName`] for an empty name, one above 128 bytes
+    /// or one with `{`, `}` or a control character,
+    /// [`GlobalBuildError::NoRuntime`] outside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).build().unwrap();
+    /// // No Redis needs to be there yet.
+    /// let payments = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", config).unwrap();
+    /// assert_eq!(payments.name(), "payments");
+    /// # });
+    /// ```
+    pub fn connect(
+        url: &str,
+        name: &'static str,
+        config: GlobalConfig,
+    ) -> Result<Self, GlobalBuildError> {
+        check_name(name)?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| GlobalBuildError::NoRuntime)?;
+        let info = url
+            .into_connection_info()
+            .map_err(GlobalBuildError::BadUrl)?;
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = ::redis::Client::open(info.set_redis_settings(settings))
+            .map_err(GlobalBuildError::BadUrl)?;
+
+        let released = Arc::new(Event::new());
+        let subscribed = Arc::new(AtomicBool::new(false));
+        let keys = Keys::new(name);
+        let push = {
+            let released = Arc::clone(&released);
+            let subscribed = Arc::clone(&subscribed);
+            let channel = keys.channel.clone();
+            move |push: PushInfo| {
+                on_push(&push, &channel, &released, &subscribed);
+                Ok::<(), ::redis::aio::SendError>(())
+            }
+        };
+        // Our own timeout (in `Core::run`) cuts each command; redis-rs's, a
+        // little later, only backs it up.
+        let timeout = config.store_timeout.saturating_mul(2);
+        // A refused connection is an error at once, not a wait: one attempt
+        // per command (the next command tries again), so that the breaker,
+        // not a retry loop, decides how often Redis is asked.
+        let manager = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(config.store_timeout)
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_push_sender(push)
+            .set_automatic_resubscription();
+        let con = ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(GlobalBuildError::BadUrl)?;
+
+        let breaker = HeapBreaker::try_new(name, config.store_breaker, TokioClock)
+            .map_err(|e| GlobalBuildError::Config(GlobalConfigError::StoreBreaker(e)))?;
+        let share = match config.fallback {
+            Fallback::LocalShare(k) => Some(Arc::new(
+                Bulkhead::try_new(name, k, TokioClock)
+                    .map_err(|_| GlobalBuildError::Config(GlobalConfigError::LocalCapTooLarge))?,
+            )),
+            Fallback::FailClosed => None,
+        };
+        let front = match config.local_cap {
+            Some(k) => Some(Arc::new(Bulkhead::try_new(name, k, TokioClock).map_err(
+                |_| GlobalBuildError::Config(GlobalConfigError::LocalCapTooLarge),
+            )?)),
+            None => None,
+        };
+
+        let core = Arc::new(Core {
+            name,
+            config,
+            keys,
+            scripts: Scripts::new(),
+            con,
+            released,
+            subscribed,
+            leases: Mutex::new(HashMap::new()),
+            stats: Stats::default(),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        runtime.spawn(keeper::run(Arc::clone(&core), rx));
+        Ok(GlobalBulkhead {
+            inner: Arc::new(Inner {
+                core,
+                releases: tx,
+                front,
+                share,
+                breaker,
+                tag: random_tag(),
+                seq: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The system's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", GlobalConfig::builder(2).build().unwrap()).unwrap();
+    /// assert_eq!(g.name(), "payments");
+    /// # });
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.inner.core.name
+    }
+
+    /// The config it was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", GlobalConfig::builder(2).build().unwrap()).unwrap();
+    /// assert_eq!(g.config().limit(), 2);
+    /// # });
+    /// ```
+    pub fn config(&self) -> &GlobalConfig {
+        &self.inner.core.config
+    }
+
+    /// Global permits this process holds now (taken from Redis, not yet
+    /// released).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", GlobalConfig::builder(2).build().unwrap()).unwrap();
+    /// assert_eq!(g.held(), 0);
+    /// # });
+    /// ```
+    pub fn held(&self) -> usize {
+        self.inner.core.leases.lock().map_or(0, |l| l.len())
+    }
+
+    /// The local front, if the config has a local cap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).local_cap(4).build().unwrap();
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", config).unwrap();
+    /// assert_eq!(g.local_front().unwrap().capacity(), 4);
+    /// # });
+    /// ```
+    pub fn local_front(&self) -> Option<&Bulkhead<TokioClock>> {
+        self.inner.front.as_deref()
+    }
+
+    /// The breaker in front of Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", GlobalConfig::builder(2).build().unwrap()).unwrap();
+    /// assert_eq!(g.store_breaker().state(), watertight::breaker::State::Closed);
+    /// # });
+    /// ```
+    pub fn store_breaker(&self) -> &HeapBreaker<TokioClock> {
+        &self.inner.breaker
+    }
+
+    /// Counters since it was made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", GlobalConfig::builder(2).build().unwrap()).unwrap();
+    /// assert_eq!(g.metrics().granted, 0);
+    /// # });
+    /// ```
+    pub fn metrics(&self) -> GlobalMetrics {
+        self.inner.core.stats.snapshot(self.held())
+    }
+
+    /// A permit if a slot is free now, fleet-wide; never waits for one
+    /// (it does wait for Redis's answer, at most the store timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalError::Full`] when the limit is reached,
+    /// [`GlobalError::LocalCap`] when the local front is full,
+    /// [`GlobalError::StoreUnavailable`] when Redis cannot be reached and
+    /// the fallback is `FailClosed` (with a local share, its permit, or
+    /// `Full` when the share is full too).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future gives back whatever it took: a grant Redis made
+    /// after the drop is released by the keeper.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) {
+    /// if let Ok(permit) = g.try_acquire().await {
+    ///     assert!(permit.is_global());
+    /// }
+    /// # }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<GlobalPermit, GlobalError> {
+        self.acquire_inner(None).await
+    }
+
+    /// A permit, waiting up to `max_wait` for a slot to come free.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire), with
+    /// [`GlobalError::TimedOut`] in place of `Full`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use watertight::redis::{GlobalBulkhead, GlobalError};
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) {
+    /// match g.acquire_timeout(Duration::from_millis(200)).await {
+    ///     Ok(_permit) => { /* call */ }
+    ///     Err(GlobalError::TimedOut) => { /* the fleet stayed at its limit for 200 ms */ }
+    ///     Err(_) => {}
+    /// }
+    /// # }
+    /// ```
+    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<GlobalPermit, GlobalError> {
+        let deadline = TokioClock.now().saturating_add(max_wait);
+        self.acquire_inner(Some(deadline)).await
+    }
+
+    /// A permit, waiting until `deadline` (on [`TokioClock`]) for a slot to
+    /// come free.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](Self::acquire_timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use watertight::clock::{Clock, TokioClock};
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) {
+    /// let deadline = TokioClock.now() + Duration::from_millis(500); // the request's budget
+    /// if let Ok(permit) = g.acquire_until(deadline).await {
+    ///     drop(permit);
+    /// }
+    /// # }
+    /// ```
+    pub async fn acquire_until(&self, deadline: Instant) -> Result<GlobalPermit, GlobalError> {
+        self.acquire_inner(Some(deadline)).await
+    }
+
+    /// Runs `make`'s call through `policy` (its breaker and call timeout, and
+    /// its own bulkhead as one more per-process cap) while holding a global
+    /// permit taken within the policy's slot wait. A refusal of the global
+    /// limit is the policy's `BulkheadFull`, and Redis unreachable with
+    /// `FailClosed` is [`ErrorKind::StoreUnavailable`]: the same one
+    /// [`is_unavailable`](policy::Error::is_unavailable) error for callers.
+    ///
+    /// Give the global bulkhead the per-process cap
+    /// ([`local_cap`](GlobalConfigBuilder::local_cap)) and the policy at
+    /// least as many slots: the cap is then checked before Redis, and the
+    /// policy's bulkhead never refuses.
+    ///
+    /// # Errors
+    ///
+    /// The policy's [`Error`](policy::Error).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future releases the global permit and cancels the call.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use watertight::clock::TokioClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let payments = GlobalBulkhead::connect(
+    ///     "redis://127.0.0.1/",
+    ///     "payments",
+    ///     GlobalConfig::builder(20).local_cap(4).build()?,
+    /// )?;
+    /// let policy: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build()?, TokioClock)?;
+    /// let charged = payments.call(&policy, || async { Ok::<_, std::io::Error>("charged") }).await;
+    /// if let Err(e) = &charged {
+    ///     if e.is_unavailable() { /* 503 */ }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn call<C, const N: usize, W, F, Fut, T, E>(
+        &self,
+        policy: &Policy<C, N, W>,
+        make: F,
+    ) -> Result<T, policy::Error<E>>
+    where
+        C: Timer + Clone,
+        W: crate::breaker::WindowStorage,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let permit = self
+            .acquire_timeout(policy.max_wait())
+            .await
+            .map_err(|e| policy::Error::new(policy.name(), policy_kind(e)))?;
+        let out = policy.call(make).await;
+        drop(permit);
+        out
+    }
+
+    fn next_member(&self) -> (u64, String) {
+        let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        (seq, format!("{}:{seq}", self.inner.tag))
+    }
+
+    async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<GlobalPermit, GlobalError> {
+        let inner = &*self.inner;
+        let core = &*inner.core;
+        let front = match &inner.front {
+            None => None,
+            Some(front) => {
+                let got = match deadline {
+                    None => front.try_acquire_owned(),
+                    Some(d) => front.acquire_owned_until(d).await,
+                };
+                match got {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        core.stats.rejected(core.name, "local_cap");
+                        return Err(GlobalError::LocalCap(e));
+                    }
+                }
+            }
+        };
+        loop {
+            // Listen before asking: a release published between the
+            // script's answer and the wait below still wakes this waiter.
+            let listener = core.released.listen();
+            let probe = match inner.breaker.try_acquire() {
+                Ok(p) => p,
+                Err(r) => {
+                    return self
+                        .fallback(front, deadline, StoreFailure::BreakerOpen(r))
+                        .await
+                }
+            };
+            let (seq, member) = self.next_member();
+            let sent_at = TokioClock.now();
+            // Until the answer is read, the grant may exist in Redis: if this
+            // future is dropped, or the answer is lost, the keeper removes it.
+            let mut pending = Pending {
+                inner,
+                member: Some(member),
+            };
+            let mut con = core.con.clone();
+            let reply = core
+                .run(
+                    deadline,
+                    core.scripts
+                        .acquire
+                        .key(&core.keys.holders)
+                        .key(&core.keys.fence)
+                        .arg(core.config.limit)
+                        .arg(core.lease_ms())
+                        .arg(pending.member.as_deref().unwrap_or_default())
+                        .invoke_async::<Value>(&mut con),
+                )
+                .await;
+            let reply = match reply {
+                Ok(v) => parse_acquire(&v),
+                Err(e) => Err(e),
+            };
+            match reply {
+                Ok(Acquired::Granted { token, held }) => {
+                    probe.success();
+                    core.stats.granted(core.name, held);
+                    let member = pending.disarm();
+                    let lease = Arc::new(Lease {
+                        member,
+                        renewed_at: AtomicU64::new(sent_at.as_nanos()),
+                        lost: AtomicBool::new(false),
+                    });
+                    if let Ok(mut leases) = core.leases.lock() {
+                        leases.insert(seq, Arc::clone(&lease));
+                    }
+                    return Ok(GlobalPermit {
+                        held: Held::Global { seq, token, lease },
+                        inner: Arc::clone(&self.inner),
+                        _front: front,
+                    });
+                }
+                Ok(Acquired::Full { held, next_free }) => {
+                    probe.success();
+                    pending.disarm();
+                    core.stats.saw_in_flight(core.name, held);
+                    let Some(deadline) = deadline else {
+                        core.stats.rejected(core.name, "full");
+                        return Err(GlobalError::Full);
+                    };
+                    let now = TokioClock.now();
+                    if now >= deadline {
+                        core.stats.rejected(core.name, "timed_out");
+                        return Err(GlobalError::TimedOut);
+                    }
+                    // The earliest lease's end, a millisecond late so that
+                    // Redis's clock has passed it too.
+                    let wake = now
+                        .saturating_add(next_free + Duration::from_millis(1))
+                        .min(deadline);
+                    tokio::select! {
+                        () = listener => {}
+                        () = TokioClock.sleep_until(wake) => {}
+                    }
+                }
+                Err(None) => {
+                    // The caller's deadline cut the command: not Redis's fault.
+                    probe.ignore();
+                    core.stats.rejected(core.name, "timed_out");
+                    return Err(GlobalError::TimedOut);
+                }
+                Err(Some(failure)) => {
+                    probe.failure();
+                    return self.fallback(front, deadline, failure).await;
+                }
+            }
+        }
+    }
+
+    async fn fallback(
+        &self,
+        front: Option<OwnedPermit<TokioClock>>,
+        deadline: Option<Instant>,
+        failure: StoreFailure,
+    ) -> Result<GlobalPermit, GlobalError> {
+        let core = &self.inner.core;
+        let Some(share) = &self.inner.share else {
+            core.stats.rejected(core.name, "store_unavailable");
+            return Err(GlobalError::StoreUnavailable(failure));
+        };
+        let got = match deadline {
+            None => share.try_acquire_owned(),
+            Some(d) => share.acquire_owned_until(d).await,
+        };
+        match got {
+            Ok(p) => {
+                core.stats.fallback_grant(core.name);
+                Ok(GlobalPermit {
+                    held: Held::Share { _slot: p },
+                    inner: Arc::clone(&self.inner),
+                    _front: front,
+                })
+            }
+            Err(crate::AcquireError::TimedOut) => {
+                core.stats.rejected(core.name, "timed_out");
+                Err(GlobalError::TimedOut)
+            }
+            Err(_) => {
+                core.stats.rejected(core.name, "full");
+                Err(GlobalError::Full)
+            }
+        }
+    }
+}
+
+fn policy_kind<E>(e: GlobalError) -> ErrorKind<E> {
+    match e {
+        GlobalError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
+        GlobalError::LocalCap(crate::AcquireError::Closed) => ErrorKind::BulkheadClosed,
+        _ => ErrorKind::BulkheadFull,
+    }
+}
+
+/// A member whose grant may exist in Redis until the answer is read.
+struct Pending<'a> {
+    inner: &'a Inner,
+    member: Option<String>,
+}
+
+impl Pending<'_> {
+    fn disarm(&mut self) -> String {
+        self.member.take().unwrap_or_default()
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(member) = self.member.take() {
+            // The keeper removes it (a no-op if Redis never added it).
+            let _ = self.inner.releases.send(member);
+        }
+    }
+}
+
+enum Acquired {
+    Granted { token: u64, held: u64 },
+    Full { held: u64, next_free: Duration },
+}
+
+fn parse_acquire(v: &Value) -> Result<Acquired, Option<StoreFailure>> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    };
+    let Value::Array(items) = v else {
+        return Err(Some(StoreFailure::BadReply));
+    };
+    let nums: Option<Vec<i64>> = items.iter().map(int).collect();
+    match nums.as_deref() {
+        Some([1, token, held]) => Ok(Acquired::Granted {
+            token: u64::try_from(*token).unwrap_or(0),
+            held: u64::try_from(*held).unwrap_or(0),
+        }),
+        Some([0, held, ms]) => Ok(Acquired::Full {
+            held: u64::try_from(*held).unwrap_or(0),
+            next_free: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
+        }),
+        _ => Err(Some(StoreFailure::BadReply)),
+    }
+}
+
+/// RESP3 pushes on the connection: release notifications wake waiters, and
+/// a lost connection wakes them all (they retry, and meet the fallback).
+fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &AtomicBool) {
+    match push.kind {
+        PushKind::Message => {
+            let [Value::BulkString(ch), payload, ..] = push.data.as_slice() else {
+                return;
+            };
+            if ch.as_slice() != channel.as_bytes() {
+                return;
+            }
+            let freed = match payload {
+                Value::BulkString(b) => core::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .unwrap_or(1),
+                _ => 1,
+            };
+            released.notify(event_listener::IntoNotification::additional(freed));
+        }
+        PushKind::Subscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Disconnection => {
+            subscribed.store(false, Ordering::Release);
+            released.notify(usize::MAX);
+        }
+        _ => {}
+    }
+}
+
+enum Held {
+    Global {
+        seq: u64,
+        token: u64,
+        lease: Arc<Lease>,
+    },
+    Share {
+        /// Held for its drop, which gives the share's slot back.
+        _slot: OwnedPermit<TokioClock>,
+    },
+    /// Released by [`GlobalPermit::release`]: nothing left to give back.
+    Released,
+}
+
+/// A slot of a [`GlobalBulkhead`]: a grant in Redis (renewed while held),
+/// or, while Redis is down and the fallback is a local share, a slot of
+/// that share. Dropping it gives the slot back: the release is handed to
+/// the keeper task and never blocks.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use watertight::redis::GlobalBulkhead;
+/// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) -> Result<(), Box<dyn std::error::Error>> {
+/// let permit = g.try_acquire().await?;
+/// if let Some(_token) = permit.fencing_token() {
+///     // send it with the request: a downstream that saw a larger one
+///     // knows this holder's lease was lost and may refuse it
+/// }
+/// permit.release().await?; // or just drop it
+/// # Ok(()) }
+/// ```
+pub struct GlobalPermit {
+    held: Held,
+    inner: Arc<Inner>,
+    _front: Option<OwnedPermit<TokioClock>>,
+}
+
+impl core::fmt::Debug for GlobalPermit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GlobalPermit")
+            .field("system", &self.inner.core.name)
+            .field("fencing_token", &self.fencing_token())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl GlobalPermit {
+    /// The grant's fencing token: larger for every later grant of the same
+    /// system (on one Redis primary). `None` for a local-share permit.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) -> Result<(), Box<dyn std::error::Error>> {
+    /// let a = g.try_acquire().await?;
+    /// let b = g.try_acquire().await?;
+    /// assert!(b.fencing_token() > a.fencing_token());
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        match &self.held {
+            Held::Global { token, .. } => Some(*token),
+            Held::Share { .. } | Held::Released => None,
+        }
+    }
+
+    /// Whether this is a grant in Redis (false: a slot of the local share).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) -> Result<(), Box<dyn std::error::Error>> {
+    /// let permit = g.try_acquire().await?;
+    /// if !permit.is_global() { /* Redis is down: counted in this process only */ }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_global(&self) -> bool {
+        matches!(self.held, Held::Global { .. })
+    }
+
+    /// Whether the lease was lost: Redis no longer counts this permit, so
+    /// another process may hold its slot (see [the module](self#how-it-works)).
+    /// True once a renewal found the member gone, or once a whole lease has
+    /// passed since the last renewal that reached Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) -> Result<(), Box<dyn std::error::Error>> {
+    /// let permit = g.try_acquire().await?;
+    /// for step in 0..3 {
+    ///     if permit.is_lost() {
+    ///         break; // stop before a step that must stay within the limit
+    ///     }
+    ///     # let _ = step;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        match &self.held {
+            Held::Global { lease, .. } => {
+                lease_lost(lease, self.inner.core.config.lease, TokioClock.now())
+            }
+            Held::Share { .. } | Held::Released => false,
+        }
+    }
+
+    /// Releases the slot and waits for Redis to confirm it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreFailure`] if Redis did not confirm; the release is then
+    /// handed to the keeper, which retries it (and the lease ends by itself
+    /// within one lease regardless).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::GlobalBulkhead;
+    /// # #[allow(dead_code)] async fn run(g: GlobalBulkhead) -> Result<(), Box<dyn std::error::Error>> {
+    /// let permit = g.try_acquire().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<(), StoreFailure> {
+        let Held::Global { seq, lease, .. } = &self.held else {
+            return Ok(());
+        };
+        let (seq, member) = (*seq, lease.member.clone());
+        let core = Arc::clone(&self.inner.core);
+        core.forget_lease(seq);
+        // From here the drop below must not send the release again.
+        self.held = Held::Released;
+        match core.release(core::slice::from_ref(&member)).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let _ = self.inner.releases.send(member);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn lease_lost(lease: &Lease, length: Duration, now: Instant) -> bool {
+    lease.lost.load(Ordering::Acquire)
+        || now.saturating_duration_since(Instant::from_nanos(
+            lease.renewed_at.load(Ordering::Acquire),
+        )) >= length
+}
+
+impl Drop for GlobalPermit {
+    fn drop(&mut self) {
+        if let Held::Global { seq, lease, .. } = &self.held {
+            self.inner.core.forget_lease(*seq);
+            // Never blocks: the keeper sends it, batched with others.
+            let _ = self.inner.releases.send(lease.member.clone());
+        }
+    }
+}

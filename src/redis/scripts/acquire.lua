@@ -1,0 +1,30 @@
+-- Take one slot of a global bulkhead, atomically.
+--
+-- KEYS[1]  the holders: a sorted set of members scored by lease expiry (ms, Redis's TIME)
+-- KEYS[2]  the fencing counter: one INCR per grant, never reset by this crate
+-- ARGV[1]  the limit
+-- ARGV[2]  the lease (ms)
+-- ARGV[3]  the member to add: unique per attempt, chosen by the client
+--
+-- Returns {1, fencing token, holders after the grant}
+--      or {0, holders, ms until the earliest lease ends}.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[1])
+local lease = tonumber(ARGV[2])
+
+-- Expired leases (their holders died or lost touch) free their slots here.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local held = redis.call('ZCARD', KEYS[1])
+
+if held < limit then
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+  -- The set outlives its longest lease by a second, then goes by itself.
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]) + 1000)
+  return {1, token, held + 1}
+end
+
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, held, tonumber(first[2]) - now}

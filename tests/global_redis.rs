@@ -1,0 +1,693 @@
+//! `redis::GlobalBulkhead` against a real `redis-server`: each test starts
+//! its own on a Unix socket (persistence off) and stops it. Assertions are
+//! on counts, maxima and order; where time matters, bounds are loose
+//! (seconds), never tight latencies.
+//!
+//! The multi-process tests run this same test binary again as the child
+//! processes (`child_process` below, selected by `WT_ROLE`).
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis_server::RedisServer;
+use watertight::breaker::BreakerConfig;
+use watertight::clock::TokioClock;
+use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::redis::{
+    Fallback, GlobalBuildError, GlobalBulkhead, GlobalConfig, GlobalConfigError, GlobalError,
+    StoreFailure,
+};
+
+const HOLDERS: &str = "watertight:{payments}:holders";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A config for tests on a loaded machine: a generous store timeout.
+fn config(limit: u32) -> watertight::redis::GlobalConfigBuilder {
+    GlobalConfig::builder(limit).store_timeout(Duration::from_secs(1))
+}
+
+/// How many times Redis ran `EVALSHA` (every script call).
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+fn holders(server: &RedisServer) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(HOLDERS)
+        .query(&mut server.connection())
+        .unwrap()
+}
+
+/// Polls `f` (a test's own bookkeeping, not the code under test) until it
+/// holds, for at most `limit`.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+// ---------------------------------------------------------------------------
+// The child processes.
+
+/// Marks entry: INCR the in-flight counter and keep its maximum.
+const ENTER: &str = r"
+local v = redis.call('INCR', KEYS[1])
+local m = tonumber(redis.call('GET', KEYS[2]) or '0')
+if v > m then redis.call('SET', KEYS[2], v) end
+return v
+";
+
+#[test]
+#[ignore = "the entry point of the child processes the multi-process tests start"]
+fn child_process() {
+    let Ok(role) = std::env::var("WT_ROLE") else {
+        return;
+    };
+    let url = std::env::var("WT_URL").unwrap();
+    runtime().block_on(async move {
+        match role.as_str() {
+            "worker" => worker(&url).await,
+            "holder" => holder(&url).await,
+            other => panic!("unknown role {other}"),
+        }
+    });
+}
+
+const TASKS: usize = 32;
+const CALLS_PER_TASK: usize = 5;
+
+async fn worker(url: &str) {
+    let g = GlobalBulkhead::connect(url, "payments", config(10).build().unwrap()).unwrap();
+    let mut marks = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let enter = redis::Script::new(ENTER);
+    let start = Arc::new(tokio::sync::Barrier::new(TASKS));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (g, mut marks, enter, start) = (g.clone(), marks.clone(), enter.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            let mut granted = 0;
+            for _ in 0..CALLS_PER_TASK {
+                let Ok(permit) = g.acquire_timeout(Duration::from_secs(60)).await else {
+                    continue;
+                };
+                assert!(permit.is_global());
+                let _: i64 = enter
+                    .key("test:cur")
+                    .key("test:max")
+                    .invoke_async(&mut marks)
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let _: i64 = redis::cmd("DECR")
+                    .arg("test:cur")
+                    .query_async(&mut marks)
+                    .await
+                    .unwrap();
+                drop(permit);
+                granted += 1;
+            }
+            granted
+        }));
+    }
+    let mut granted = 0;
+    for t in tasks {
+        granted += t.await.unwrap();
+    }
+    // Let the keeper send the last releases before the process exits.
+    let _: () = redis::cmd("PING").query_async(&mut marks).await.unwrap();
+    drop(g);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    println!("WT granted={granted}");
+}
+
+async fn holder(url: &str) {
+    let config = config(5)
+        .lease(Duration::from_secs(2))
+        .renew_every(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let g = GlobalBulkhead::connect(url, "payments", config).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        held.push(g.try_acquire().await.unwrap());
+    }
+    println!("WT held={}", held.len());
+    // Killed (SIGKILL) by the parent long before this ends.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+fn child(role: &str, server: &RedisServer) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WT_ROLE", role)
+        .env("WT_URL", server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// The value of `WT key=value` in a child's output.
+fn report(out: &str, key: &str) -> Option<u64> {
+    // libtest prints `test child_process ... ` before the test's own output.
+    out.lines()
+        .filter_map(|l| l.find("WT ").map(|i| &l[i + 3..]))
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+// ---------------------------------------------------------------------------
+// Many processes, one limit.
+
+#[test]
+fn four_processes_stay_within_one_limit_and_use_it() {
+    let server = RedisServer::start();
+    let children: Vec<_> = (0..4).map(|_| child("worker", &server)).collect();
+    let mut granted = 0;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "a worker process failed");
+        let out = String::from_utf8_lossy(&out.stdout);
+        granted += report(&out, "granted").expect("a worker's report");
+    }
+    let mut con = server.connection();
+    let max: u64 = redis::cmd("GET").arg("test:max").query(&mut con).unwrap();
+    let cur: i64 = redis::cmd("GET").arg("test:cur").query(&mut con).unwrap();
+    println!("4 processes x {TASKS} tasks, limit 10: max concurrent {max}, {granted} calls");
+    assert_eq!(
+        granted,
+        (4 * TASKS * CALLS_PER_TASK) as u64,
+        "every call got a slot"
+    );
+    assert!(max <= 10, "the limit was exceeded: {max} at once");
+    assert!(max >= 8, "the limit was not used: at most {max} at once");
+    assert_eq!(cur, 0);
+    assert!(
+        eventually(Duration::from_secs(5), || holders(&server) == 0),
+        "every slot was given back"
+    );
+}
+
+#[test]
+fn a_killed_holder_s_slots_come_back_within_one_lease() {
+    let server = RedisServer::start();
+    let mut holder = child("holder", &server);
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let held = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| report(&l, "held"))
+        .expect("the holder's report");
+    assert_eq!(held, 5);
+    holder.kill().unwrap(); // SIGKILL: no release, no renewal
+    holder.wait().unwrap();
+    let killed = Instant::now();
+
+    runtime().block_on(async {
+        let g =
+            GlobalBulkhead::connect(&server.url(), "payments", config(5).build().unwrap()).unwrap();
+        // Still held by the dead process: the limit is not exceeded.
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
+        let mut taken = Vec::new();
+        for _ in 0..5 {
+            // Woken when the earliest dead lease ends (the script says when).
+            taken.push(g.acquire_timeout(Duration::from_secs(10)).await.unwrap());
+        }
+        let back = killed.elapsed();
+        println!("a killed holder's 5 slots came back {back:?} after SIGKILL (lease 2 s)");
+        assert!(back <= Duration::from_secs(2) + Duration::from_millis(1500));
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
+        assert_eq!(holders(&server), 5);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The protocol, in one process.
+
+#[test]
+fn the_limit_holds_and_fencing_tokens_grow() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let a =
+            GlobalBulkhead::connect(&server.url(), "payments", config(3).build().unwrap()).unwrap();
+        // A second handle stands for a second process.
+        let b =
+            GlobalBulkhead::connect(&server.url(), "payments", config(3).build().unwrap()).unwrap();
+        let p1 = a.try_acquire().await.unwrap();
+        let p2 = b.try_acquire().await.unwrap();
+        let p3 = a.try_acquire().await.unwrap();
+        assert!(matches!(b.try_acquire().await, Err(GlobalError::Full)));
+        let tokens = [p1.fencing_token(), p2.fencing_token(), p3.fencing_token()];
+        assert_eq!(tokens, [Some(1), Some(2), Some(3)]);
+        assert_eq!((a.held(), b.held()), (2, 1));
+        assert_eq!(holders(&server), 3);
+        p2.release().await.unwrap();
+        assert_eq!(holders(&server), 2);
+        let p4 = b.try_acquire().await.unwrap();
+        assert_eq!(p4.fencing_token(), Some(4));
+        drop((p1, p3, p4));
+        assert!(
+            eventually(Duration::from_secs(5), || holders(&server) == 0),
+            "dropped permits are released by the keeper"
+        );
+        assert!(eventually(Duration::from_secs(5), || a.metrics().released == 2));
+        let m = a.metrics();
+        assert_eq!((m.granted, m.rejected(), m.released), (2, 0, 2));
+        assert_eq!(b.metrics().rejected_full, 1);
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_a_release_not_by_polling() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let url = server.url();
+        let a = GlobalBulkhead::connect(&url, "payments", config(1).build().unwrap()).unwrap();
+        let b = GlobalBulkhead::connect(&url, "payments", config(1).build().unwrap()).unwrap();
+        let held = a.try_acquire().await.unwrap();
+        // Let b's connection subscribe before it waits.
+        let _ = b.try_acquire().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = evalsha_calls(&server);
+        let waiter = tokio::spawn(async move {
+            let start = Instant::now();
+            let p = b.acquire_timeout(Duration::from_secs(20)).await;
+            (p.map(|p| p.fencing_token()), start.elapsed())
+        });
+        // The waiter sits for a second: a poller would call Redis many times.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let during = evalsha_calls(&server) - before;
+        assert!(during <= 2, "the waiter polled Redis {during} times in 1 s");
+        held.release().await.unwrap();
+        let (token, waited) = waiter.await.unwrap();
+        assert_eq!(token.unwrap(), Some(2), "the waiter took the freed slot");
+        // Woken by the release, long before the 60 s lease would free it.
+        assert!(waited < Duration::from_secs(10));
+        let calls = evalsha_calls(&server) - before;
+        println!("a waiter held for 1 s: {during} script calls while it waited, {calls} in all");
+    });
+}
+
+#[test]
+fn the_local_front_refuses_without_a_redis_call() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let g = GlobalBulkhead::connect(
+            &server.url(),
+            "payments",
+            config(10).local_cap(2).build().unwrap(),
+        )
+        .unwrap();
+        let _p1 = g.try_acquire().await.unwrap();
+        let _p2 = g.try_acquire().await.unwrap();
+        let before = evalsha_calls(&server);
+        for _ in 0..100 {
+            let err = g.try_acquire().await.unwrap_err();
+            assert!(matches!(
+                err,
+                GlobalError::LocalCap(watertight::AcquireError::Full)
+            ));
+        }
+        assert_eq!(
+            evalsha_calls(&server),
+            before,
+            "a refusal by the front called Redis"
+        );
+        assert_eq!(g.metrics().rejected_local_cap, 100);
+        assert_eq!(holders(&server), 2);
+    });
+}
+
+#[test]
+fn a_cancelled_acquire_gives_back_what_redis_granted() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let g =
+            GlobalBulkhead::connect(&server.url(), "payments", config(1).build().unwrap()).unwrap();
+        drop(g.try_acquire().await.unwrap()); // connected and scripts loaded
+        assert!(eventually(Duration::from_secs(5), || holders(&server) == 0));
+        server.freeze();
+        // The script is sent, Redis is frozen: the caller's 50 ms cut it.
+        let err = g
+            .acquire_timeout(Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, GlobalError::TimedOut), "{err}");
+        server.thaw();
+        // Redis then ran the script and granted the slot; the keeper gives it back.
+        assert!(
+            eventually(Duration::from_secs(5), || holders(&server) == 0),
+            "a grant whose answer nobody read stayed taken"
+        );
+        assert!(g.try_acquire().await.unwrap().is_global());
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Leases.
+
+#[test]
+fn renewal_keeps_a_long_call_s_permit() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let lease = config(1)
+            .lease(Duration::from_millis(600))
+            .renew_every(Duration::from_millis(150))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", lease).unwrap();
+        let other = GlobalBulkhead::connect(&server.url(), "payments", lease).unwrap();
+        let permit = g.try_acquire().await.unwrap();
+        // Five leases long: without renewal it would have expired four times.
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!permit.is_lost());
+            assert!(matches!(other.try_acquire().await, Err(GlobalError::Full)));
+        }
+        assert!(g.metrics().lease_renewals >= 5);
+        assert_eq!(g.metrics().leases_lost, 0);
+    });
+}
+
+#[test]
+fn a_lost_lease_is_reported() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let lease = config(1)
+            .lease(Duration::from_millis(600))
+            .renew_every(Duration::from_millis(150))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", lease).unwrap();
+        let permit = g.try_acquire().await.unwrap();
+        assert!(!permit.is_lost());
+        // What a failover to a replica that never saw the grant looks like.
+        let _: () = redis::cmd("DEL")
+            .arg(HOLDERS)
+            .query(&mut server.connection())
+            .unwrap();
+        let lost = tokio::time::timeout(Duration::from_secs(5), async {
+            while !permit.is_lost() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(lost.is_ok(), "the renewal did not report the lost lease");
+        assert_eq!(g.metrics().leases_lost, 1);
+        assert_eq!(g.held(), 0);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Redis down, slow or unreachable.
+
+fn quick_breaker() -> BreakerConfig {
+    BreakerConfig::builder()
+        .window_size(4)
+        .minimum_calls(2)
+        .failure_rate_threshold(50.0)
+        .no_slow_call_duration()
+        .open_duration(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn frozen_redis_costs_a_timeout_then_fast_refusals() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let c = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(200))
+            .store_breaker(quick_breaker())
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        let held = g.try_acquire().await.unwrap();
+        server.freeze();
+        let mut timed_out = 0;
+        let mut breaker_open = 0;
+        let start = Instant::now();
+        for _ in 0..20 {
+            let t = Instant::now();
+            match g.acquire_timeout(Duration::from_secs(5)).await.unwrap_err() {
+                GlobalError::StoreUnavailable(StoreFailure::TimedOut) => timed_out += 1,
+                GlobalError::StoreUnavailable(StoreFailure::BreakerOpen(_)) => breaker_open += 1,
+                other => panic!("unexpected {other}"),
+            }
+            // Never past the store timeout, whatever the caller's deadline.
+            assert!(t.elapsed() < Duration::from_secs(2));
+        }
+        println!(
+            "Redis frozen: {timed_out} timeouts, then {breaker_open} fast refusals, in {:?}",
+            start.elapsed()
+        );
+        // Its window holds the first call's success and this timeout: 50 %
+        // of 2 calls opens it.
+        assert_eq!(timed_out, 1, "the breaker opened after one timeout");
+        assert_eq!(breaker_open, 19);
+        let m = g.metrics();
+        assert_eq!(m.rejected_store_unavailable, 20);
+        assert_eq!(m.store_timeouts, 1);
+        server.thaw();
+        // When Redis answers again, the breaker's probe lets the global limit resume.
+        drop(held);
+        let back = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match g.try_acquire().await {
+                    Ok(p) => break p,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        })
+        .await
+        .expect("the global limit did not resume");
+        assert!(back.is_global());
+        let _second = g.try_acquire().await.unwrap();
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
+    });
+}
+
+#[test]
+fn frozen_redis_falls_back_to_the_local_share() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let c = GlobalConfig::builder(4)
+            .store_timeout(Duration::from_millis(200))
+            .store_breaker(quick_breaker())
+            .fallback(Fallback::LocalShare(2))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        drop(g.try_acquire().await.unwrap());
+        server.freeze();
+        let a = g.try_acquire().await.unwrap();
+        let b = g.try_acquire().await.unwrap();
+        assert!(!a.is_global() && !b.is_global());
+        assert_eq!(a.fencing_token(), None);
+        // The share holds 2: the third is refused, not let through.
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
+        drop(a);
+        assert!(!g.try_acquire().await.unwrap().is_global());
+        assert_eq!(g.metrics().fallback_granted, 3);
+        server.thaw();
+    });
+}
+
+#[test]
+fn killed_and_restarted_redis_enforces_the_limit_again() {
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        let c = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(300))
+            .store_breaker(quick_breaker())
+            .lease(Duration::from_secs(2))
+            .renew_every(Duration::from_millis(250))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        let old = g.try_acquire().await.unwrap();
+        server.kill();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let err = g.try_acquire().await.unwrap_err();
+            assert!(matches!(err, GlobalError::StoreUnavailable(_)), "{err}");
+            assert!(t.elapsed() < Duration::from_secs(2));
+        }
+        server.restart(); // empty: no persistence
+        let p1 = tokio::time::timeout(Duration::from_secs(15), async {
+            loop {
+                match g.try_acquire().await {
+                    Ok(p) => break p,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        })
+        .await
+        .expect("the global limit did not resume after the restart");
+        let p2 = g.try_acquire().await.unwrap();
+        assert!(p1.is_global() && p2.is_global());
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
+        assert_eq!(holders(&server), 2, "each permit counted once");
+        // The grant from before the restart is gone from Redis: reported lost.
+        let lost = tokio::time::timeout(Duration::from_secs(5), async {
+            while !old.is_lost() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            lost.is_ok(),
+            "the permit from before the restart is not reported lost"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The policy, and bad input.
+
+#[test]
+fn a_policy_behind_a_global_limit_gives_one_unavailable_error() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let g = GlobalBulkhead::connect(
+            &server.url(),
+            "payments",
+            config(1).local_cap(4).build().unwrap(),
+        )
+        .unwrap();
+        let policy: Policy<_> = Policy::new(
+            "payments",
+            PolicyConfig::builder(4)
+                .max_wait(Duration::from_millis(50))
+                .build()
+                .unwrap(),
+            TokioClock,
+        )
+        .unwrap();
+        let ok = g.call(&policy, || async { Ok::<_, ()>(7) }).await;
+        assert_eq!(ok, Ok(7));
+        // Its permit was dropped: the keeper releases it in the background.
+        assert!(eventually(Duration::from_secs(5), || holders(&server) == 0));
+        let _busy = g.try_acquire().await.unwrap();
+        let err = g
+            .call(&policy, || async { Ok::<_, ()>(7) })
+            .await
+            .unwrap_err();
+        assert_eq!(*err.kind(), ErrorKind::BulkheadFull);
+        assert!(err.is_unavailable());
+        let err = g.call(&policy, || async { Err::<(), _>("declined") }).await;
+        assert!(err.is_err());
+
+        // FailClosed with Redis gone: the policy's StoreUnavailable.
+        let down = GlobalBulkhead::connect(
+            "redis://127.0.0.1:1/",
+            "payments",
+            GlobalConfig::builder(1).build().unwrap(),
+        )
+        .unwrap();
+        let err = down
+            .call(&policy, || async { Ok::<_, &str>(7) })
+            .await
+            .unwrap_err();
+        assert_eq!(*err.kind(), ErrorKind::StoreUnavailable);
+        assert!(err.is_unavailable());
+        assert_eq!(
+            err.to_string(),
+            "payments unavailable: limit store unreachable"
+        );
+    });
+}
+
+#[test]
+fn bad_config_names_and_urls_are_typed_errors() {
+    use GlobalConfigError as E;
+    assert_eq!(GlobalConfig::builder(0).build().unwrap_err(), E::LimitZero);
+    let b = GlobalConfig::builder(5);
+    assert!(matches!(
+        b.lease(Duration::from_secs(10))
+            .renew_every(Duration::from_secs(6))
+            .build(),
+        Err(E::RenewTooRare { .. })
+    ));
+    assert!(matches!(
+        b.lease(Duration::from_secs(1))
+            .renew_every(Duration::from_secs(2))
+            .build(),
+        Err(E::RenewTooRare { .. })
+    ));
+    assert!(matches!(
+        b.lease(Duration::from_millis(1)).build(),
+        Err(E::LeaseTooShort { .. })
+    ));
+    assert_eq!(
+        b.renew_every(Duration::ZERO).build(),
+        Err(E::RenewEveryZero)
+    );
+    assert_eq!(
+        b.store_timeout(Duration::ZERO).build(),
+        Err(E::StoreTimeoutZero)
+    );
+    assert_eq!(b.local_cap(0).build(), Err(E::LocalCapZero));
+    assert_eq!(
+        b.fallback(Fallback::LocalShare(0)).build(),
+        Err(E::LocalShareZero)
+    );
+
+    let ok = GlobalConfig::builder(5).build().unwrap();
+    // Outside a runtime: a typed error, not a panic.
+    assert!(matches!(
+        GlobalBulkhead::connect("redis://127.0.0.1/", "payments", ok),
+        Err(GlobalBuildError::NoRuntime)
+    ));
+    runtime().block_on(async {
+        for url in ["", "http://example.com/", "redis://[::1", "not a url"] {
+            let err = GlobalBulkhead::connect(url, "payments", ok).unwrap_err();
+            assert!(matches!(err, GlobalBuildError::BadUrl(_)), "{url:?}: {err}");
+        }
+        for name in ["", "a{b}", "tab\there", String::leak("x".repeat(129))] {
+            let err = GlobalBulkhead::connect("redis://127.0.0.1/", name, ok).unwrap_err();
+            assert!(matches!(err, GlobalBuildError::BadName { .. }), "{name:?}");
+        }
+        // A good URL with nothing behind it: made at once, refused on use.
+        let g = GlobalBulkhead::connect("redis://127.0.0.1:1/", "payments", ok).unwrap();
+        assert!(matches!(
+            g.try_acquire().await,
+            Err(GlobalError::StoreUnavailable(_))
+        ));
+    });
+}
