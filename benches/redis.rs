@@ -1,0 +1,339 @@
+//! `redis::GlobalBulkhead` through a real `redis-server` on a Unix socket,
+//! beside the floor: a `PING` round trip on a connection of the same kind
+//! (redis-rs's connection manager, RESP3), in the same run.
+//!
+//! | row | what |
+//! |---|---|
+//! | `PING` | one `PING` round trip (the floor) |
+//! | `try_acquire + drop` | a grant, then the permit dropped: the release goes to the keeper task, batched with others |
+//! | `try_acquire + release().await` | a grant, then a release waited for: two round trips |
+//! | `local front refuses` | the local cap is reached: refused with no Redis call (ns) |
+//! | `Bulkhead::try_acquire refuses` | the same refusal from a plain local `Bulkhead` (ns), for reading the row above |
+//!
+//! Each row runs at 1 task and at 16 concurrent tasks (limit 64, so nobody
+//! is refused). "Round trips" is time per pair ÷ time per `PING` at the
+//! same concurrency; "script calls" is what Redis counted (`INFO
+//! commandstats`, `EVALSHA` calls) per pair: the releases the keeper sent
+//! in one call are one. Each figure is the median of 7 runs.
+//!
+//! A bench binary, not criterion: it starts its own `redis-server` (which
+//! `.ci/run` installs) and stops it.
+//!
+//! Run: `cargo bench --bench redis --features redis` (about 30 s).
+
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis_server::RedisServer;
+use watertight::clock::StdClock;
+use watertight::redis::{GlobalBulkhead, GlobalConfig};
+use watertight::Bulkhead;
+
+const RUNS: usize = 7;
+const PAIRS: usize = 4_000;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `EVALSHA` calls Redis has run, and the µs it spent in them.
+fn evalsha_stats(server: &RedisServer) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    let Some(line) = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+    else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(name))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    (field("calls="), field("usec="))
+}
+
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    evalsha_stats(server).0
+}
+
+/// Script calls and server µs per pair since `before`.
+fn per_pair(server: &RedisServer, before: (u64, u64), pairs: usize) -> (f64, f64) {
+    let now = evalsha_stats(server);
+    let n = pairs as f64;
+    ((now.0 - before.0) as f64 / n, (now.1 - before.1) as f64 / n)
+}
+
+/// Runs `per_task` iterations of `op` on each of `tasks` tasks at once;
+/// returns the wall time per iteration (all tasks' iterations together).
+async fn run<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (op, start) = (op.clone(), start.clone());
+        handles.push(tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..per_task {
+                op().await;
+            }
+        }));
+    }
+    start.wait().await;
+    let t = Instant::now();
+    for h in handles {
+        h.await.unwrap();
+    }
+    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
+}
+
+/// Waits until Redis holds no member of the bench's system (the keeper's
+/// last releases are in).
+async fn drained(server: &RedisServer) {
+    for _ in 0..500 {
+        let n: u64 = redis::cmd("ZCARD")
+            .arg("watertight:{bench}:holders")
+            .query(&mut server.connection())
+            .unwrap();
+        if n == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the bench's permits were not all released");
+}
+
+struct Row {
+    name: &'static str,
+    tasks: usize,
+    /// µs per pair (or per op).
+    us: f64,
+    /// `us` ÷ the `PING` row's at the same concurrency.
+    vs_ping: Option<f64>,
+    /// Script calls Redis ran per pair.
+    requests: Option<f64>,
+    /// µs Redis spent running them, per pair.
+    server_us: Option<f64>,
+}
+
+fn main() {
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rows = rt.block_on(bench(&server));
+    let opt = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.2}"));
+    println!();
+    println!("| row | tasks | µs per pair | ÷ PING | script calls per pair | Redis µs per pair |");
+    println!("|---|---|---|---|---|---|");
+    for r in &rows {
+        let us = if r.us < 0.1 {
+            format!("{:.1} ns", r.us * 1000.0)
+        } else {
+            format!("{:.1}", r.us)
+        };
+        println!(
+            "| {} | {} | {us} | {} | {} | {} |",
+            r.name,
+            r.tasks,
+            opt(r.vs_ping),
+            opt(r.requests),
+            opt(r.server_us)
+        );
+    }
+}
+
+/// Medians of one measured variant: time per pair, script calls per pair,
+/// server µs per pair.
+#[derive(Default)]
+struct Samples(Vec<f64>, Vec<f64>, Vec<f64>);
+
+impl Samples {
+    fn push(&mut self, t: Duration, (calls, usec): (f64, f64)) {
+        self.0.push(t.as_secs_f64());
+        self.1.push(calls);
+        self.2.push(usec);
+    }
+
+    fn row(self, name: &'static str, tasks: usize, ping: f64) -> Row {
+        let t = median(self.0);
+        Row {
+            name,
+            tasks,
+            us: t * 1e6,
+            vs_ping: Some(t / ping),
+            requests: Some(median(self.1)),
+            server_us: Some(median(self.2)),
+        }
+    }
+}
+
+async fn bench(server: &RedisServer) -> Vec<Row> {
+    let info = redis::IntoConnectionInfo::into_connection_info(server.url()).unwrap();
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let client = redis::Client::open(info.set_redis_settings(settings)).unwrap();
+    let con = ConnectionManager::new_with_config(client, ConnectionManagerConfig::new())
+        .await
+        .unwrap();
+    let config = GlobalConfig::builder(64)
+        .store_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let g = GlobalBulkhead::connect(&server.url(), "bench", config).unwrap();
+    // Connect and load the scripts.
+    g.try_acquire().await.unwrap().release().await.unwrap();
+    let acquire = Arc::new(redis::Script::new(include_str!(
+        "../src/redis/scripts/acquire.lua"
+    )));
+    let release = Arc::new(redis::Script::new(include_str!(
+        "../src/redis/scripts/release.lua"
+    )));
+
+    let mut rows = Vec::new();
+    for tasks in [1, 16] {
+        let per_task = PAIRS / tasks;
+        let mut ping = vec![];
+        let (mut raw, mut dropped, mut awaited) =
+            (Samples::default(), Samples::default(), Samples::default());
+        for _ in 0..RUNS {
+            let c = con.clone();
+            let t = run(tasks, per_task, move || {
+                let mut c = c.clone();
+                async move {
+                    let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
+                }
+            })
+            .await;
+            ping.push(t.as_secs_f64());
+
+            // The two scripts alone, no watertight around them.
+            let before = evalsha_stats(server);
+            let (c, a, r) = (con.clone(), acquire.clone(), release.clone());
+            let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let t = run(tasks, per_task, move || {
+                let (mut c, a, r, seq) = (c.clone(), a.clone(), r.clone(), seq.clone());
+                async move {
+                    let m = seq
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        .to_string();
+                    let _: redis::Value = a
+                        .key("watertight:{raw}:holders")
+                        .key("watertight:{raw}:fence")
+                        .arg(1_000_000)
+                        .arg(60_000)
+                        .arg(&m)
+                        .invoke_async(&mut c)
+                        .await
+                        .unwrap();
+                    let _: u64 = r
+                        .key("watertight:{raw}:holders")
+                        .arg("watertight:{raw}:released")
+                        .arg(&m)
+                        .invoke_async(&mut c)
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
+            raw.push(t, per_pair(server, before, PAIRS));
+
+            let before = evalsha_stats(server);
+            let gg = g.clone();
+            let t = run(tasks, per_task, move || {
+                let g = gg.clone();
+                async move {
+                    drop(black_box(g.try_acquire().await.unwrap()));
+                }
+            })
+            .await;
+            // Counted once the keeper's last batch is in.
+            drained(server).await;
+            dropped.push(t, per_pair(server, before, PAIRS));
+
+            let before = evalsha_stats(server);
+            let gg = g.clone();
+            let t = run(tasks, per_task, move || {
+                let g = gg.clone();
+                async move {
+                    g.try_acquire().await.unwrap().release().await.unwrap();
+                }
+            })
+            .await;
+            awaited.push(t, per_pair(server, before, PAIRS));
+        }
+        let ping = median(ping);
+        rows.push(Row {
+            name: "PING (the floor)",
+            tasks,
+            us: ping * 1e6,
+            vs_ping: Some(1.0),
+            requests: None,
+            server_us: None,
+        });
+        rows.push(raw.row("the two scripts alone, one after the other", tasks, ping));
+        rows.push(dropped.row(
+            "try_acquire + drop (release handed to the keeper)",
+            tasks,
+            ping,
+        ));
+        rows.push(awaited.row("try_acquire + release().await", tasks, ping));
+    }
+
+    // The local front at its cap: refused without Redis.
+    let capped = GlobalBulkhead::connect(
+        &server.url(),
+        "bench-front",
+        GlobalConfig::builder(64).local_cap(1).build().unwrap(),
+    )
+    .unwrap();
+    let _held = capped.try_acquire().await.unwrap();
+    let local = Bulkhead::new("bench-local", 1, StdClock);
+    let _local_held = local.try_acquire().unwrap();
+    let (mut front, mut plain) = (vec![], vec![]);
+    const REFUSALS: u32 = 200_000;
+    for _ in 0..RUNS {
+        let before = evalsha_calls(server);
+        let t = Instant::now();
+        for _ in 0..REFUSALS {
+            black_box(capped.try_acquire().await.unwrap_err());
+        }
+        front.push((t.elapsed() / REFUSALS).as_secs_f64());
+        assert_eq!(evalsha_calls(server), before, "the front called Redis");
+        let t = Instant::now();
+        for _ in 0..REFUSALS {
+            let _ = black_box(local.try_acquire());
+        }
+        plain.push((t.elapsed() / REFUSALS).as_secs_f64());
+    }
+    for (name, v) in [
+        ("local front at its cap refuses (no Redis call)", front),
+        ("for reading it: Bulkhead::try_acquire refuses", plain),
+    ] {
+        rows.push(Row {
+            name,
+            tasks: 1,
+            us: median(v) * 1e6,
+            vs_ping: None,
+            requests: None,
+            server_us: None,
+        });
+    }
+    rows
+}
