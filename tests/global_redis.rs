@@ -503,6 +503,49 @@ fn frozen_redis_costs_a_timeout_then_fast_refusals() {
 }
 
 #[test]
+fn callers_with_short_deadlines_still_open_the_breaker_on_a_frozen_redis() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let c = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(200))
+            .store_breaker(quick_breaker())
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        drop(g.try_acquire().await.unwrap());
+        server.freeze();
+        // Each caller gives up after 20 ms, long before the store timeout;
+        // the commands go on and tell the breaker that Redis is not answering.
+        let (mut cut, mut refused) = (0, 0);
+        for _ in 0..100 {
+            let t = Instant::now();
+            match g
+                .acquire_timeout(Duration::from_millis(20))
+                .await
+                .unwrap_err()
+            {
+                GlobalError::TimedOut => cut += 1,
+                GlobalError::StoreUnavailable(StoreFailure::BreakerOpen(_)) => {
+                    refused += 1;
+                    break;
+                }
+                other => panic!("unexpected {other}"),
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "a call hung past its deadline"
+            );
+        }
+        println!(
+            "Redis frozen, 20 ms callers: {cut} cut by their deadline, then the breaker opened"
+        );
+        assert_eq!(refused, 1, "the breaker never opened");
+        assert!(cut >= 1);
+        server.thaw();
+    });
+}
+
+#[test]
 fn frozen_redis_falls_back_to_the_local_share() {
     let server = RedisServer::start();
     runtime().block_on(async {

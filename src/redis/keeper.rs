@@ -64,11 +64,7 @@ pub(super) async fn run(core: Arc<Core>, mut releases: mpsc::UnboundedReceiver<S
 
 async fn subscribe(core: &Core) {
     let mut con = core.con.clone();
-    if core
-        .run(None, con.subscribe(&core.keys.channel))
-        .await
-        .is_ok()
-    {
+    if core.run(con.subscribe(&core.keys.channel)).await.is_ok() {
         core.subscribed.store(true, Ordering::Release);
     }
 }
@@ -98,10 +94,7 @@ async fn renew(core: &Core) {
             inv.arg(&l.member);
         }
         let mut con = core.con.clone();
-        match core
-            .run(None, inv.invoke_async::<Vec<String>>(&mut con))
-            .await
-        {
+        match core.run(inv.invoke_async::<Vec<String>>(&mut con)).await {
             Ok(gone) => {
                 let gone: HashSet<&str> = gone.iter().map(String::as_str).collect();
                 let mut renewed = 0;

@@ -85,10 +85,13 @@
 //! waiters are woken in the order they started waiting.
 //!
 //! **When Redis is down, slow or unreachable.** Each command has its own
-//! timeout ([`store_timeout`](GlobalConfig::store_timeout), 100 ms), and
-//! is cut at the caller's deadline if that comes first. A breaker of this
-//! crate guards the connection: after a few failures it opens, and callers
-//! get the fallback at once, without a timeout each. The
+//! timeout ([`store_timeout`](GlobalConfig::store_timeout), 100 ms). A
+//! caller whose deadline comes first stops waiting then; its acquire
+//! command runs on to its own timeout in a task of its own, which gives
+//! back a grant nobody is left to read, and tells the breaker how Redis
+//! did. That breaker, one of this crate's, guards the connection: after a
+//! few failures it opens, and callers get the fallback at once, without a
+//! timeout each, however short their deadlines. The
 //! [`Fallback`] decides what they get: [`StoreUnavailable`](GlobalError::StoreUnavailable)
 //! at once, or a permit from a local bulkhead of `k` slots. redis-rs's
 //! connection manager reconnects by itself; when its breaker lets a probe
@@ -197,36 +200,27 @@ impl Core {
         u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Runs a command under the store timeout (cut at `deadline` if that
-    /// comes first). `Err(None)` means the caller's deadline cut it.
-    async fn run<T, F>(&self, deadline: Option<Instant>, cmd: F) -> Result<T, Option<StoreFailure>>
+    /// Runs a command under the store timeout.
+    async fn run<T, F>(&self, cmd: F) -> Result<T, StoreFailure>
     where
         F: Future<Output = Result<T, ::redis::RedisError>>,
     {
         let clock = TokioClock;
-        let store_end = clock.now().saturating_add(self.config.store_timeout);
-        let (end, caller_cut) = match deadline {
-            Some(d) if d < store_end => (d, true),
-            _ => (store_end, false),
-        };
+        let end = clock.now().saturating_add(self.config.store_timeout);
         tokio::select! {
             biased;
             r = cmd => r.map_err(|e| {
                 if e.is_timeout() {
                     self.stats.store_timeout(self.name);
-                    Some(StoreFailure::TimedOut)
+                    StoreFailure::TimedOut
                 } else {
                     self.stats.store_error(self.name, &e);
-                    Some(StoreFailure::Redis(e))
+                    StoreFailure::Redis(e)
                 }
             }),
             () = clock.sleep_until(end) => {
-                if caller_cut {
-                    Err(None)
-                } else {
-                    self.stats.store_timeout(self.name);
-                    Err(Some(StoreFailure::TimedOut))
-                }
+                self.stats.store_timeout(self.name);
+                Err(StoreFailure::TimedOut)
             }
         }
     }
@@ -239,10 +233,7 @@ impl Core {
             inv.arg(m);
         }
         let mut con = self.con.clone();
-        let freed: u64 = self
-            .run(None, inv.invoke_async(&mut con))
-            .await
-            .map_err(|e| e.unwrap_or(StoreFailure::TimedOut))?;
+        let freed: u64 = self.run(inv.invoke_async(&mut con)).await?;
         self.stats.released(members.len());
         Ok(freed)
     }
@@ -719,45 +710,26 @@ impl GlobalBulkhead {
             // Listen before asking: a release published between the
             // script's answer and the wait below still wakes this waiter.
             let listener = core.released.listen();
-            let probe = match inner.breaker.try_acquire() {
-                Ok(p) => p,
-                Err(r) => {
-                    return self
-                        .fallback(front, deadline, StoreFailure::BreakerOpen(r))
-                        .await
-                }
-            };
-            let (seq, member) = self.next_member();
             let sent_at = TokioClock.now();
-            // Until the answer is read, the grant may exist in Redis: if this
-            // future is dropped, or the answer is lost, the keeper removes it.
-            let mut pending = Pending {
-                inner,
-                member: Some(member),
-            };
-            let mut con = core.con.clone();
-            let reply = core
-                .run(
-                    deadline,
-                    core.scripts
-                        .acquire
-                        .key(&core.keys.holders)
-                        .key(&core.keys.fence)
-                        .arg(core.config.limit)
-                        .arg(core.lease_ms())
-                        .arg(pending.member.as_deref().unwrap_or_default())
-                        .invoke_async::<Value>(&mut con),
-                )
-                .await;
-            let reply = match reply {
-                Ok(v) => parse_acquire(&v),
-                Err(e) => Err(e),
+            let (seq, member) = self.next_member();
+            let asked = self.ask(member.clone());
+            let reply = match deadline {
+                None => asked.await,
+                Some(d) => tokio::select! {
+                    biased;
+                    r = asked => r,
+                    // The command goes on without us (its task gives back a
+                    // grant nobody will read, and tells the breaker how
+                    // Redis did); the caller's deadline has come.
+                    () = TokioClock.sleep_until(d) => {
+                        core.stats.rejected(core.name, "timed_out");
+                        return Err(GlobalError::TimedOut);
+                    }
+                },
             };
             match reply {
                 Ok(Acquired::Granted { token, held }) => {
-                    probe.success();
                     core.stats.granted(core.name, held);
-                    let member = pending.disarm();
                     let lease = Arc::new(Lease {
                         member,
                         renewed_at: AtomicU64::new(sent_at.as_nanos()),
@@ -773,8 +745,6 @@ impl GlobalBulkhead {
                     });
                 }
                 Ok(Acquired::Full { held, next_free }) => {
-                    probe.success();
-                    pending.disarm();
                     core.stats.saw_in_flight(core.name, held);
                     let Some(deadline) = deadline else {
                         core.stats.rejected(core.name, "full");
@@ -795,17 +765,63 @@ impl GlobalBulkhead {
                         () = TokioClock.sleep_until(wake) => {}
                     }
                 }
-                Err(None) => {
-                    // The caller's deadline cut the command: not Redis's fault.
-                    probe.ignore();
-                    core.stats.rejected(core.name, "timed_out");
-                    return Err(GlobalError::TimedOut);
+                Err(failure) => return self.fallback(front, deadline, failure).await,
+            }
+        }
+    }
+
+    /// Runs the acquire script for `member` in a task of its own, past the
+    /// caller's deadline or cancellation if need be: the task takes the
+    /// store breaker's permit, records how Redis did (so a caller with a
+    /// short deadline does not hide a dead Redis from the breaker), and
+    /// gives back a grant that nobody is left to read. A command that timed
+    /// out may still run in Redis later: its member is released too (on the
+    /// same connection, so after it).
+    fn ask(
+        &self,
+        member: String,
+    ) -> impl Future<Output = Result<Acquired, StoreFailure>> + Send + 'static {
+        let inner = Arc::clone(&self.inner);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let probe = match inner.breaker.try_acquire() {
+                Ok(p) => p,
+                Err(r) => {
+                    let _ = tx.send(Err(StoreFailure::BreakerOpen(r)));
+                    return;
                 }
-                Err(Some(failure)) => {
+            };
+            let core = &*inner.core;
+            let mut con = core.con.clone();
+            let reply = core
+                .run(
+                    core.scripts
+                        .acquire
+                        .key(&core.keys.holders)
+                        .key(&core.keys.fence)
+                        .arg(core.config.limit)
+                        .arg(core.lease_ms())
+                        .arg(&member)
+                        .invoke_async::<Value>(&mut con),
+                )
+                .await
+                .and_then(|v| parse_acquire(&v));
+            match &reply {
+                Ok(_) => probe.success(),
+                Err(_) => {
                     probe.failure();
-                    return self.fallback(front, deadline, failure).await;
+                    let _ = inner.releases.send(member.clone());
                 }
             }
+            if let Err(Ok(Acquired::Granted { .. })) = tx.send(reply) {
+                // Nobody is waiting for it any more.
+                let _ = inner.releases.send(member);
+            }
+        });
+        async move {
+            // The task ends only by sending, unless the runtime is shutting
+            // down: then Redis is as good as unreachable.
+            rx.await.unwrap_or(Err(StoreFailure::TimedOut))
         }
     }
 
@@ -853,39 +869,18 @@ fn policy_kind<E>(e: GlobalError) -> ErrorKind<E> {
     }
 }
 
-/// A member whose grant may exist in Redis until the answer is read.
-struct Pending<'a> {
-    inner: &'a Inner,
-    member: Option<String>,
-}
-
-impl Pending<'_> {
-    fn disarm(&mut self) -> String {
-        self.member.take().unwrap_or_default()
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if let Some(member) = self.member.take() {
-            // The keeper removes it (a no-op if Redis never added it).
-            let _ = self.inner.releases.send(member);
-        }
-    }
-}
-
 enum Acquired {
     Granted { token: u64, held: u64 },
     Full { held: u64, next_free: Duration },
 }
 
-fn parse_acquire(v: &Value) -> Result<Acquired, Option<StoreFailure>> {
+fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {
     let int = |v: &Value| match v {
         Value::Int(i) => Some(*i),
         _ => None,
     };
     let Value::Array(items) = v else {
-        return Err(Some(StoreFailure::BadReply));
+        return Err(StoreFailure::BadReply);
     };
     let nums: Option<Vec<i64>> = items.iter().map(int).collect();
     match nums.as_deref() {
@@ -897,7 +892,7 @@ fn parse_acquire(v: &Value) -> Result<Acquired, Option<StoreFailure>> {
             held: u64::try_from(*held).unwrap_or(0),
             next_free: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
         }),
-        _ => Err(Some(StoreFailure::BadReply)),
+        _ => Err(StoreFailure::BadReply),
     }
 }
 
