@@ -10,22 +10,25 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tokio::time::MissedTickBehavior;
 
-use super::{lease_lost, Core, Lease};
-use crate::clock::{Clock, Instant, TokioClock};
+use super::{lease_lost, Core, Lease, Runtime};
+use crate::clock::Instant;
 use crate::sync::Ordering;
 
 /// Members per script call: Redis takes many more arguments, but a call
 /// this size already runs in well under a millisecond.
 const MAX_BATCH: usize = 1024;
 
-pub(super) async fn run(core: Arc<Core>, mut releases: mpsc::UnboundedReceiver<String>) {
+pub(super) async fn run<R: Runtime>(
+    core: Arc<Core<R>>,
+    mut releases: mpsc::UnboundedReceiver<String>,
+) {
     // Subscriptions and retried releases are checked at least every second;
     // renewals run every `renew_every`.
-    let mut tick = tokio::time::interval(core.config.renew_every.min(Duration::from_secs(1)));
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut next_renew = TokioClock.now().saturating_add(core.config.renew_every);
+    let every = core.config.renew_every.min(Duration::from_secs(1));
+    // The first tick at once: subscribe before anyone waits.
+    let mut next_tick = core.clock.now();
+    let mut next_renew = core.clock.now().saturating_add(core.config.renew_every);
     // Releases Redis did not confirm, each with the time after which its
     // lease has ended anyway.
     let mut retry: Vec<(String, Instant)> = Vec::new();
@@ -41,16 +44,17 @@ pub(super) async fn run(core: Arc<Core>, mut releases: mpsc::UnboundedReceiver<S
                     }
                 }
                 if core.release(&batch).await.is_err() {
-                    let give_up = TokioClock.now().saturating_add(core.config.lease);
+                    let give_up = core.clock.now().saturating_add(core.config.lease);
                     retry.extend(batch.into_iter().map(|m| (m, give_up)));
                 }
             }
-            _ = tick.tick() => {
+            () = core.clock.sleep_until(next_tick) => {
+                next_tick = core.clock.now().saturating_add(every);
                 if !core.subscribed.load(Ordering::Acquire) {
                     subscribe(&core).await;
                 }
                 retry_releases(&core, &mut retry).await;
-                let now = TokioClock.now();
+                let now = core.clock.now();
                 if now >= next_renew {
                     renew(&core).await;
                     next_renew = now.saturating_add(core.config.renew_every);
@@ -62,15 +66,15 @@ pub(super) async fn run(core: Arc<Core>, mut releases: mpsc::UnboundedReceiver<S
     retry_releases(&core, &mut retry).await;
 }
 
-async fn subscribe(core: &Core) {
+async fn subscribe<R: Runtime>(core: &Core<R>) {
     let mut con = core.con.clone();
     if core.run(con.subscribe(&core.keys.channel)).await.is_ok() {
         core.subscribed.store(true, Ordering::Release);
     }
 }
 
-async fn retry_releases(core: &Core, retry: &mut Vec<(String, Instant)>) {
-    let now = TokioClock.now();
+async fn retry_releases<R: Runtime>(core: &Core<R>, retry: &mut Vec<(String, Instant)>) {
+    let now = core.clock.now();
     retry.retain(|(_, until)| *until > now);
     for chunk in retry.chunks(MAX_BATCH) {
         let members: Vec<String> = chunk.iter().map(|(m, _)| m.clone()).collect();
@@ -81,13 +85,13 @@ async fn retry_releases(core: &Core, retry: &mut Vec<(String, Instant)>) {
     retry.clear();
 }
 
-async fn renew(core: &Core) {
+async fn renew<R: Runtime>(core: &Core<R>) {
     let held: Vec<(u64, Arc<Lease>)> = match core.leases.lock() {
         Ok(leases) => leases.iter().map(|(s, l)| (*s, Arc::clone(l))).collect(),
         Err(_) => return,
     };
     for chunk in held.chunks(MAX_BATCH) {
-        let sent = TokioClock.now();
+        let sent = core.clock.now();
         let mut inv = core.scripts.renew.key(&core.keys.holders);
         inv.arg(&core.keys.channel).arg(core.lease_ms());
         for (_, l) in chunk {
@@ -102,7 +106,7 @@ async fn renew(core: &Core) {
                     // A lease already over by our clock stays lost, even if
                     // Redis (whose lease began a little later) still had it.
                     if gone.contains(l.member.as_str())
-                        || lease_lost(l, core.config.lease, TokioClock.now())
+                        || lease_lost(l, core.config.lease, core.clock.now())
                     {
                         mark_lost(core, *seq, l);
                     } else {
@@ -113,7 +117,7 @@ async fn renew(core: &Core) {
                 core.stats.renewed(core.name, renewed);
             }
             Err(_) => {
-                let now = TokioClock.now();
+                let now = core.clock.now();
                 for (seq, l) in chunk {
                     if lease_lost(l, core.config.lease, now) {
                         mark_lost(core, *seq, l);
@@ -124,7 +128,7 @@ async fn renew(core: &Core) {
     }
 }
 
-fn mark_lost(core: &Core, seq: u64, lease: &Lease) {
+fn mark_lost<R: Runtime>(core: &Core<R>, seq: u64, lease: &Lease) {
     if !lease.lost.swap(true, Ordering::AcqRel) {
         core.stats.lost(core.name, &lease.member);
     }

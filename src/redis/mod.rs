@@ -109,10 +109,12 @@ use std::{format, string::String, vec::Vec};
 mod config;
 mod error;
 mod keeper;
+mod runtime;
 mod telemetry;
 
 pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError};
 pub use error::{GlobalBuildError, GlobalError, StoreFailure};
+pub use runtime::Runtime;
 pub use telemetry::GlobalMetrics;
 
 use core::future::Future;
@@ -126,7 +128,7 @@ use event_listener::Event;
 use tokio::sync::mpsc;
 
 use crate::breaker::HeapBreaker;
-use crate::clock::{Clock, Instant, Timer, TokioClock};
+use crate::clock::{Instant, Timer, TokioClock};
 use crate::policy::{self, ErrorKind, Policy};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::{Bulkhead, OwnedPermit};
@@ -181,7 +183,8 @@ struct Lease {
 
 /// What the keeper task and the handles share; the keeper holds no sender,
 /// so it ends when the last handle and permit are gone.
-struct Core {
+struct Core<R> {
+    clock: R,
     name: &'static str,
     config: GlobalConfig,
     keys: Keys,
@@ -195,7 +198,7 @@ struct Core {
     stats: Stats,
 }
 
-impl Core {
+impl<R: Runtime> Core<R> {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
     }
@@ -205,7 +208,7 @@ impl Core {
     where
         F: Future<Output = Result<T, ::redis::RedisError>>,
     {
-        let clock = TokioClock;
+        let clock = &self.clock;
         let end = clock.now().saturating_add(self.config.store_timeout);
         tokio::select! {
             biased;
@@ -246,13 +249,13 @@ impl Core {
 }
 
 /// What a handle and its permits hold.
-struct Inner {
-    core: Arc<Core>,
+struct Inner<R> {
+    core: Arc<Core<R>>,
     /// To the keeper: members whose permits were dropped.
     releases: mpsc::UnboundedSender<String>,
-    front: Option<Arc<Bulkhead<TokioClock>>>,
-    share: Option<Arc<Bulkhead<TokioClock>>>,
-    breaker: HeapBreaker<TokioClock>,
+    front: Option<Arc<Bulkhead<R>>>,
+    share: Option<Arc<Bulkhead<R>>>,
+    breaker: HeapBreaker<R>,
     /// A random tag of this handle, so that members never collide across
     /// processes (or across handles in one process).
     tag: String,
@@ -281,12 +284,19 @@ struct Inner {
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct GlobalBulkhead {
-    inner: Arc<Inner>,
+pub struct GlobalBulkhead<R = TokioClock> {
+    inner: Arc<Inner<R>>,
 }
 
-impl core::fmt::Debug for GlobalBulkhead {
+impl<R> Clone for GlobalBulkhead<R> {
+    fn clone(&self) -> Self {
+        GlobalBulkhead {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<R: Runtime> core::fmt::Debug for GlobalBulkhead<R> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("GlobalBulkhead")
             .field("name", &self.inner.core.name)
@@ -359,9 +369,40 @@ impl GlobalBulkhead {
         name: &'static str,
         config: GlobalConfig,
     ) -> Result<Self, GlobalBuildError> {
+        Self::connect_on(url, name, config, TokioClock)
+    }
+}
+
+impl<R: Runtime> GlobalBulkhead<R> {
+    /// Like [`connect`](GlobalBulkhead::connect), on `runtime`: its clock
+    /// times everything, and its executor runs the tasks (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](GlobalBulkhead::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).build().unwrap();
+    /// let g = GlobalBulkhead::connect_on("redis://127.0.0.1:1/", "payments", config, TokioClock).unwrap();
+    /// assert_eq!(g.config().limit(), 20);
+    /// # });
+    /// ```
+    pub fn connect_on(
+        url: &str,
+        name: &'static str,
+        config: GlobalConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalBuildError> {
         check_name(name)?;
-        let runtime =
-            tokio::runtime::Handle::try_current().map_err(|_| GlobalBuildError::NoRuntime)?;
+        if !runtime.can_spawn() {
+            return Err(GlobalBuildError::NoRuntime);
+        }
         let info = url
             .into_connection_info()
             .map_err(GlobalBuildError::BadUrl)?;
@@ -401,23 +442,25 @@ impl GlobalBulkhead {
         let con = ConnectionManager::new_lazy_with_config(client, manager)
             .map_err(GlobalBuildError::BadUrl)?;
 
-        let breaker = HeapBreaker::try_new(name, config.store_breaker, TokioClock)
+        let breaker = HeapBreaker::try_new(name, config.store_breaker, runtime.clone())
             .map_err(|e| GlobalBuildError::Config(GlobalConfigError::StoreBreaker(e)))?;
         let share = match config.fallback {
             Fallback::LocalShare(k) => Some(Arc::new(
-                Bulkhead::try_new(name, k, TokioClock)
+                Bulkhead::try_new(name, k, runtime.clone())
                     .map_err(|_| GlobalBuildError::Config(GlobalConfigError::LocalCapTooLarge))?,
             )),
             Fallback::FailClosed => None,
         };
         let front = match config.local_cap {
-            Some(k) => Some(Arc::new(Bulkhead::try_new(name, k, TokioClock).map_err(
-                |_| GlobalBuildError::Config(GlobalConfigError::LocalCapTooLarge),
-            )?)),
+            Some(k) => Some(Arc::new(
+                Bulkhead::try_new(name, k, runtime.clone())
+                    .map_err(|_| GlobalBuildError::Config(GlobalConfigError::LocalCapTooLarge))?,
+            )),
             None => None,
         };
 
         let core = Arc::new(Core {
+            clock: runtime.clone(),
             name,
             config,
             keys,
@@ -501,7 +544,7 @@ impl GlobalBulkhead {
     /// assert_eq!(g.local_front().unwrap().capacity(), 4);
     /// # });
     /// ```
-    pub fn local_front(&self) -> Option<&Bulkhead<TokioClock>> {
+    pub fn local_front(&self) -> Option<&Bulkhead<R>> {
         self.inner.front.as_deref()
     }
 
@@ -516,7 +559,7 @@ impl GlobalBulkhead {
     /// assert_eq!(g.store_breaker().state(), watertight::breaker::State::Closed);
     /// # });
     /// ```
-    pub fn store_breaker(&self) -> &HeapBreaker<TokioClock> {
+    pub fn store_breaker(&self) -> &HeapBreaker<R> {
         &self.inner.breaker
     }
 
@@ -561,7 +604,7 @@ impl GlobalBulkhead {
     /// }
     /// # }
     /// ```
-    pub async fn try_acquire(&self) -> Result<GlobalPermit, GlobalError> {
+    pub async fn try_acquire(&self) -> Result<GlobalPermit<R>, GlobalError> {
         self.acquire_inner(None).await
     }
 
@@ -589,12 +632,15 @@ impl GlobalBulkhead {
     /// }
     /// # }
     /// ```
-    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<GlobalPermit, GlobalError> {
-        let deadline = TokioClock.now().saturating_add(max_wait);
+    pub async fn acquire_timeout(
+        &self,
+        max_wait: Duration,
+    ) -> Result<GlobalPermit<R>, GlobalError> {
+        let deadline = self.inner.core.clock.now().saturating_add(max_wait);
         self.acquire_inner(Some(deadline)).await
     }
 
-    /// A permit, waiting until `deadline` (on [`TokioClock`]) for a slot to
+    /// A permit, waiting until `deadline` (on the runtime's clock) for a slot to
     /// come free.
     ///
     /// # Errors
@@ -618,7 +664,7 @@ impl GlobalBulkhead {
     /// }
     /// # }
     /// ```
-    pub async fn acquire_until(&self, deadline: Instant) -> Result<GlobalPermit, GlobalError> {
+    pub async fn acquire_until(&self, deadline: Instant) -> Result<GlobalPermit<R>, GlobalError> {
         self.acquire_inner(Some(deadline)).await
     }
 
@@ -687,7 +733,10 @@ impl GlobalBulkhead {
         (seq, format!("{}:{seq}", self.inner.tag))
     }
 
-    async fn acquire_inner(&self, deadline: Option<Instant>) -> Result<GlobalPermit, GlobalError> {
+    async fn acquire_inner(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<GlobalPermit<R>, GlobalError> {
         let inner = &*self.inner;
         let core = &*inner.core;
         let front = match &inner.front {
@@ -710,7 +759,7 @@ impl GlobalBulkhead {
             // Listen before asking: a release published between the
             // script's answer and the wait below still wakes this waiter.
             let listener = core.released.listen();
-            let sent_at = TokioClock.now();
+            let sent_at = core.clock.now();
             let (seq, member) = self.next_member();
             let asked = self.ask(member.clone());
             let reply = match deadline {
@@ -721,7 +770,7 @@ impl GlobalBulkhead {
                     // The command goes on without us (its task gives back a
                     // grant nobody will read, and tells the breaker how
                     // Redis did); the caller's deadline has come.
-                    () = TokioClock.sleep_until(d) => {
+                    () = core.clock.sleep_until(d) => {
                         core.stats.rejected(core.name, "timed_out");
                         return Err(GlobalError::TimedOut);
                     }
@@ -750,7 +799,7 @@ impl GlobalBulkhead {
                         core.stats.rejected(core.name, "full");
                         return Err(GlobalError::Full);
                     };
-                    let now = TokioClock.now();
+                    let now = core.clock.now();
                     if now >= deadline {
                         core.stats.rejected(core.name, "timed_out");
                         return Err(GlobalError::TimedOut);
@@ -762,7 +811,7 @@ impl GlobalBulkhead {
                         .min(deadline);
                     tokio::select! {
                         () = listener => {}
-                        () = TokioClock.sleep_until(wake) => {}
+                        () = core.clock.sleep_until(wake) => {}
                     }
                 }
                 Err(failure) => return self.fallback(front, deadline, failure).await,
@@ -783,7 +832,8 @@ impl GlobalBulkhead {
     ) -> impl Future<Output = Result<Acquired, StoreFailure>> + Send + 'static {
         let inner = Arc::clone(&self.inner);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
+        let runtime = inner.core.clock.clone();
+        runtime.spawn(async move {
             let probe = match inner.breaker.try_acquire() {
                 Ok(p) => p,
                 Err(r) => {
@@ -827,10 +877,10 @@ impl GlobalBulkhead {
 
     async fn fallback(
         &self,
-        front: Option<OwnedPermit<TokioClock>>,
+        front: Option<OwnedPermit<R>>,
         deadline: Option<Instant>,
         failure: StoreFailure,
-    ) -> Result<GlobalPermit, GlobalError> {
+    ) -> Result<GlobalPermit<R>, GlobalError> {
         let core = &self.inner.core;
         let Some(share) = &self.inner.share else {
             core.stats.rejected(core.name, "store_unavailable");
@@ -925,7 +975,7 @@ fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &Atomic
     }
 }
 
-enum Held {
+enum Held<R> {
     Global {
         seq: u64,
         token: u64,
@@ -933,7 +983,7 @@ enum Held {
     },
     Share {
         /// Held for its drop, which gives the share's slot back.
-        _slot: OwnedPermit<TokioClock>,
+        _slot: OwnedPermit<R>,
     },
     /// Released by [`GlobalPermit::release`]: nothing left to give back.
     Released,
@@ -957,13 +1007,13 @@ enum Held {
 /// permit.release().await?; // or just drop it
 /// # Ok(()) }
 /// ```
-pub struct GlobalPermit {
-    held: Held,
-    inner: Arc<Inner>,
-    _front: Option<OwnedPermit<TokioClock>>,
+pub struct GlobalPermit<R: Runtime = TokioClock> {
+    held: Held<R>,
+    inner: Arc<Inner<R>>,
+    _front: Option<OwnedPermit<R>>,
 }
 
-impl core::fmt::Debug for GlobalPermit {
+impl<R: Runtime> core::fmt::Debug for GlobalPermit<R> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("GlobalPermit")
             .field("system", &self.inner.core.name)
@@ -973,7 +1023,7 @@ impl core::fmt::Debug for GlobalPermit {
     }
 }
 
-impl GlobalPermit {
+impl<R: Runtime> GlobalPermit<R> {
     /// The grant's fencing token: larger for every later grant of the same
     /// system (on one Redis primary). `None` for a local-share permit.
     ///
@@ -1030,9 +1080,11 @@ impl GlobalPermit {
     /// ```
     pub fn is_lost(&self) -> bool {
         match &self.held {
-            Held::Global { lease, .. } => {
-                lease_lost(lease, self.inner.core.config.lease, TokioClock.now())
-            }
+            Held::Global { lease, .. } => lease_lost(
+                lease,
+                self.inner.core.config.lease,
+                self.inner.core.clock.now(),
+            ),
             Held::Share { .. } | Held::Released => false,
         }
     }
@@ -1080,7 +1132,7 @@ fn lease_lost(lease: &Lease, length: Duration, now: Instant) -> bool {
         )) >= length
 }
 
-impl Drop for GlobalPermit {
+impl<R: Runtime> Drop for GlobalPermit<R> {
     fn drop(&mut self) {
         if let Held::Global { seq, lease, .. } = &self.held {
             self.inner.core.forget_lease(*seq);
