@@ -378,6 +378,38 @@ fn a_cancelled_acquire_gives_back_what_redis_granted() {
     });
 }
 
+#[test]
+fn a_release_that_fails_or_is_cancelled_still_gives_the_slot_back() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let c = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        let cancelled = g.try_acquire().await.unwrap();
+        let failed = g.try_acquire().await.unwrap();
+        server.freeze();
+        // Cancelled before Redis answers.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), cancelled.release())
+                .await
+                .is_err()
+        );
+        // Redis does not answer within the store timeout.
+        assert!(matches!(
+            failed.release().await,
+            Err(StoreFailure::TimedOut)
+        ));
+        server.thaw();
+        // The keeper sends (or retries) both releases.
+        assert!(
+            eventually(Duration::from_secs(5), || holders(&server) == 0),
+            "a slot stayed taken"
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------
 // Leases.
 

@@ -1113,15 +1113,13 @@ impl<R: Runtime> GlobalPermit<R> {
         let (seq, member) = (*seq, lease.member.clone());
         let core = Arc::clone(&self.inner.core);
         core.forget_lease(seq);
-        // From here the drop below must not send the release again.
-        self.held = Held::Released;
-        match core.release(core::slice::from_ref(&member)).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let _ = self.inner.releases.send(member);
-                Err(e)
-            }
+        let released = core.release(core::slice::from_ref(&member)).await;
+        if released.is_ok() {
+            self.held = Held::Released;
         }
+        // Otherwise (and if this future is dropped before Redis answers)
+        // the permit's drop hands the release to the keeper.
+        released.map(drop)
     }
 }
 
