@@ -94,7 +94,16 @@ async fn warm() -> &'static str {
     "ok"
 }
 
-async fn start_neighbour() -> Result<(String, Arc<Neighbour>), String> {
+/// The neighbour's server task; stopped on drop.
+struct Serving(tokio::task::JoinHandle<()>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn start_neighbour() -> Result<(String, Arc<Neighbour>, Serving), String> {
     let n = Arc::new(Neighbour::default());
     let app = Router::new()
         .route("/call", get(call))
@@ -104,10 +113,10 @@ async fn start_neighbour() -> Result<(String, Arc<Neighbour>), String> {
         .await
         .map_err(|e| format!("binding the neighbour on 127.0.0.1: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
+    let serving = Serving(tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
-    });
-    Ok((format!("http://{addr}"), n))
+    }));
+    Ok((format!("http://{addr}"), n, serving))
 }
 
 // ---------------------------------------------------------------- redis-server
@@ -468,10 +477,10 @@ async fn expect_line(
 }
 
 /// Runs both rounds with the `redis-server` at `program`: starts the
-/// neighbour and the server, and stops the server (and every worker) before
-/// it returns.
+/// neighbour and the server, and stops both (and every worker) before it
+/// returns, whether it succeeds or not.
 pub async fn run(program: &Path) -> Result<Vec<Report>, String> {
-    let (base, neighbour) = start_neighbour().await?;
+    let (base, neighbour, serving) = start_neighbour().await?;
     let redis = RedisServer::start(program)?;
     let url = redis.url();
     let mut reports = Vec::new();
@@ -482,6 +491,7 @@ pub async fn run(program: &Path) -> Result<Vec<Report>, String> {
         reports.push(report);
     }
     drop(redis);
+    drop(serving);
     Ok(reports)
 }
 
