@@ -86,11 +86,28 @@
 //! and of the report bulkhead were registered once at start-up, on a local
 //! recorder, and are updated right before rendering, as a `/metrics`
 //! handler would.
+//!
+//! Act 7 is one limit across processes (feature `redis`, and a
+//! `redis-server` on PATH; without either the act is skipped with one line
+//! saying how to enable it): seed 004's "with four uvicorn workers the
+//! neighbour is protected by eighty slots". The tour starts a neighbour (an
+//! axum server on 127.0.0.1 that counts calls in flight), a redis-server of
+//! its own on a Unix socket, and four worker processes (the tour's own
+//! binary again, in a worker role), each firing 40 calls at once: through a
+//! local `Bulkhead` of 20 each, the neighbour sees 80 at once; through one
+//! `watertight::redis::GlobalBulkhead` of 20, at most 20. It is
+//! `examples/global_limit.rs`, whose code (`examples/global_limit/demo.rs`)
+//! the tour includes; every process it starts is stopped at its end.
+
+#[cfg(feature = "redis")]
+#[path = "global_limit/demo.rs"]
+mod global_limit;
 
 use std::convert::Infallible;
 use std::fmt::Display;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::Poll;
@@ -923,7 +940,55 @@ fn relevant(scrape: &str) -> Vec<&str> {
 // ---------------------------------------------------------------- the acts
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
+    // Act 7 starts this program again as its worker processes.
+    #[cfg(feature = "redis")]
+    if let Some(code) = global_limit::run_worker_if_asked().await {
+        return code;
+    }
+    acts_1_to_6().await;
+    act_7().await
+}
+
+/// Act 7: one limit across processes, on Redis.
+#[cfg(feature = "redis")]
+async fn act_7() -> ExitCode {
+    let title = "Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20";
+    let Some(redis_server) = global_limit::redis_server_on_path() else {
+        println!();
+        println!(
+            "== {title}: skipped, no redis-server on PATH (to run it: {})",
+            global_limit::HOW_TO_ENABLE
+        );
+        return ExitCode::SUCCESS;
+    };
+    header(title, &global_limit::setup());
+    match global_limit::run(&redis_server).await {
+        Ok(reports) => {
+            global_limit::print_table(&reports, "  ");
+            println!("  -> {}", global_limit::conclusion(&reports));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("  act 7 failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Act 7 without the `redis` feature: one line.
+#[cfg(not(feature = "redis"))]
+async fn act_7() -> ExitCode {
+    println!();
+    println!(
+        "== Act 7: one limit across processes: skipped, it needs the redis feature \
+         (--features tokio,tower,metrics,redis; rustc 1.88) and a redis-server on PATH \
+         (apt-get install -y redis-server)"
+    );
+    ExitCode::SUCCESS
+}
+
+async fn acts_1_to_6() {
     let shipping_service = Arc::new(Shipping::default());
     let backends = Arc::new(Backends::default());
     let reports = bulkhead("report", REPORT_SLOTS);
