@@ -225,6 +225,7 @@ pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
 pub mod policy;
+pub mod retry;
 
 #[cfg(feature = "serde")]
 mod config_serde;
