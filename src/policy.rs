@@ -26,7 +26,7 @@ use core::time::Duration;
 #[cfg(feature = "alloc")]
 use crate::breaker::Heap;
 use crate::breaker::{
-    err_is_failure, fail_on_unwind, BreakerConfig, BreakerConfigError, BreakerField,
+    err_is_failure, fail_on_unwind, take_raw, BreakerConfig, BreakerConfigError, BreakerField,
     CircuitBreaker, ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
@@ -1323,7 +1323,7 @@ pin_project_lite::pin_project! {
             let this = this.project();
             let parts = this.policy.parts();
             this.waiter.cancel(parts.bulkhead);
-            if let Some(raw) = this.raw.take() {
+            if let Some(raw) = take_raw(this.raw) {
                 parts.breaker.abandon(raw);
             }
             if core::mem::take(this.held) {
@@ -1428,10 +1428,14 @@ where
                 }
             }
         }
+        // The breaker's permit while the call is polled: out of the future
+        // (see `breaker::fail_on_unwind`), so a call ready at its first poll
+        // never stores it.
+        let mut raw = None;
         if *this.stage == Stage::Slot {
             // 2. Breaker, inside: a refusal gives the slot back at once.
             match breaker.acquire_raw() {
-                Ok(raw) => *this.raw = Some(raw),
+                Ok(admitted) => raw = Some(admitted),
                 Err(why) => {
                     *this.held = false;
                     bulkhead.release(1);
@@ -1444,7 +1448,7 @@ where
             // the call: the system did nothing wrong, so nothing is recorded.
             if let Some(end) = budget {
                 if clock.now() >= end {
-                    if let Some(raw) = this.raw.take() {
+                    if let Some(raw) = raw {
                         breaker.finish(raw, Outcome::Ignored);
                     }
                     *this.held = false;
@@ -1468,12 +1472,14 @@ where
 
         // The call, polled once before a timer is armed. A panic in it is a
         // failure, recorded as it unwinds (see `breaker::fail_on_unwind`).
-        let polled = fail_on_unwind(breaker, this.raw, || {
+        let raw = raw.or_else(|| take_raw(this.raw));
+        let polled = fail_on_unwind(breaker, raw, || {
             poll_call(this.dispatch, this.fut.as_mut(), cx)
         });
         let result = match polled {
             Poll::Ready(result) => result,
             Poll::Pending => {
+                *this.raw = raw;
                 if this.sleep.is_none() {
                     let now = clock.now();
                     let limit = match budget {
@@ -1500,7 +1506,7 @@ where
                 } else {
                     Outcome::Failure
                 };
-                if let Some(raw) = this.raw.take() {
+                if let Some(raw) = take_raw(this.raw) {
                     breaker.finish(raw, outcome);
                 }
                 *this.held = false;
@@ -1519,8 +1525,8 @@ where
         this.fut.set(None);
         this.sleep.set(None);
         let classify = this.classify.take().expect("classifier taken once");
-        let outcome = fail_on_unwind(breaker, this.raw, || classify.judge(&result));
-        if let Some(raw) = this.raw.take() {
+        let outcome = fail_on_unwind(breaker, raw, || classify.judge(&result));
+        if let Some(raw) = raw {
             breaker.finish(raw, outcome);
         }
         *this.held = false;

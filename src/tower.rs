@@ -57,7 +57,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::breaker::{
-    fail_on_unwind, CircuitBreaker, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
+    fail_on_unwind, take_raw, CircuitBreaker, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
@@ -1227,7 +1227,7 @@ pin_project! {
     impl<B: Guard, F, K> PinnedDrop for BreakerFuture<B, F, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(raw) = this.raw.take() {
+            if let Some(raw) = take_raw(this.raw) {
                 this.breaker.abandon(raw);
             }
         }
@@ -1252,16 +1252,18 @@ where
         // A panic in the call or its classifier is a failure, recorded as
         // it unwinds (see `breaker::fail_on_unwind`).
         let classify = this.classify;
-        let polled = fail_on_unwind(&**this.breaker, this.raw, || {
+        let raw = take_raw(this.raw);
+        let polled = fail_on_unwind(&**this.breaker, raw, || {
             let result = core::task::ready!(inner.poll(cx));
             let outcome = classify.take().map(|k| k.classify(&result));
             Poll::Ready((result, outcome))
         });
         let Poll::Ready((result, outcome)) = polled else {
+            *this.raw = raw;
             return Poll::Pending;
         };
         this.inner.set(None);
-        if let (Some(raw), Some(outcome)) = (this.raw.take(), outcome) {
+        if let (Some(raw), Some(outcome)) = (raw, outcome) {
             this.breaker.finish(raw, outcome);
         }
         Poll::Ready(result.map_err(BreakerError::Inner))
