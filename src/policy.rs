@@ -757,6 +757,13 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// the future at any await point gives the slot back and frees a half-open
 /// probe slot.
 ///
+/// The clock `C` is a [`Timer`]: the slot wait and the timeouts wait on it.
+/// The breaker times on `C` too, unless the policy is made with
+/// [`with_breaker_clock`](Policy::with_breaker_clock), which gives it a
+/// clock of its own, `B`: any [`Clock`], such as a
+/// [`CoarseClock`](crate::clock::CoarseClock) for slow-call thresholds of
+/// seconds (one relaxed load per read; it cannot wait, so it cannot be `C`).
+///
 /// `N` is the breaker's window capacity (64 by default), fixed at compile
 /// time with the window kept inline (`W` = [`Inline<N>`]): no heap. A
 /// server that reads the window from config at run time uses a
@@ -782,9 +789,9 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// assert_eq!(stock, Ok(12));
 /// # });
 /// ```
-pub struct Policy<C, const N: usize = 64, W = Inline<N>> {
+pub struct Policy<C, const N: usize = 64, W = Inline<N>, B = C> {
     bulkhead: Bulkhead<C>,
-    breaker: CircuitBreaker<C, N, (), W>,
+    breaker: CircuitBreaker<B, N, (), W>,
     clock: C,
     max_wait: Duration,
     call_timeout: Duration,
@@ -819,7 +826,7 @@ pub struct Policy<C, const N: usize = 64, W = Inline<N>> {
 /// ```
 #[cfg(feature = "alloc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
-pub type HeapPolicy<C> = Policy<C, { BreakerConfig::MAX_WINDOW_SIZE }, Heap>;
+pub type HeapPolicy<C, B = C> = Policy<C, { BreakerConfig::MAX_WINDOW_SIZE }, Heap, B>;
 
 impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
     /// The policy for system `name`. A [`HeapPolicy`] allocates its
@@ -861,7 +868,59 @@ impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
         config: PolicyConfig,
         clock: C,
     ) -> Result<Self, PolicyConfigError> {
-        let breaker = CircuitBreaker::try_new(name, config.breaker, clock.clone())
+        Policy::with_breaker_clock(name, config, clock.clone(), clock)
+    }
+}
+
+impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
+    /// Like [`new`](Policy::new), with the breaker on a clock of its own:
+    /// the bulkhead's slot wait and the deadlines wait on `clock`, a
+    /// [`Timer`]; the breaker only reads `breaker_clock` (its open wait and
+    /// its calls' durations), which can be any [`Clock`].
+    ///
+    /// The case it is for: slow-call detection with a threshold of seconds
+    /// on a [`CoarseClock`](crate::clock::CoarseClock) (one relaxed load per
+    /// read, but not a `Timer`: it cannot wake a task), beside the runtime's
+    /// timer for the waits. The two clocks' instants are never compared:
+    /// the breaker keeps its own times on its own clock, and a request
+    /// budget ([`call_within`](Policy::call_within)) is on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Policy::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use core::time::Duration;
+    /// use watertight::breaker::Inline;
+    /// use watertight::clock::{CoarseClock, ManualClock};
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::BreakerConfig;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let timer = ManualClock::new(); // in a server: `TokioClock`, `AsyncIoClock`
+    /// let breaker = BreakerConfig::builder()
+    ///     .slow_call_duration(Duration::from_secs(2)) // read_timeout / 2
+    ///     .build()
+    ///     .unwrap();
+    /// let config = PolicyConfig::builder(8).breaker(breaker).build().unwrap();
+    /// let db: Policy<_, 64, Inline<64>, CoarseClock> =
+    ///     Policy::with_breaker_clock("db", config, &timer, CoarseClock::new()).unwrap();
+    /// assert_eq!(db.call(|| async { Ok::<_, ()>(7) }).await, Ok(7));
+    /// let m = db.breaker().metrics();
+    /// assert_eq!((m.calls, m.slow_calls), (1, 0));
+    /// # });
+    /// # }
+    /// ```
+    pub fn with_breaker_clock(
+        name: &'static str,
+        config: PolicyConfig,
+        clock: C,
+        breaker_clock: B,
+    ) -> Result<Self, PolicyConfigError> {
+        let breaker = CircuitBreaker::try_new(name, config.breaker, breaker_clock)
             .map_err(PolicyConfigError::Breaker)?;
         let bulkhead =
             Bulkhead::try_new(name, config.max_concurrent, clock.clone()).map_err(|_| {
@@ -879,7 +938,7 @@ impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
     }
 }
 
-impl<C, const N: usize, W> Policy<C, N, W> {
+impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     /// The system's name.
     ///
     /// # Examples
@@ -921,7 +980,7 @@ impl<C, const N: usize, W> Policy<C, N, W> {
     /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
     /// assert_eq!(p.breaker().state(), watertight::breaker::State::Closed);
     /// ```
-    pub fn breaker(&self) -> &CircuitBreaker<C, N, (), W> {
+    pub fn breaker(&self) -> &CircuitBreaker<B, N, (), W> {
         &self.breaker
     }
 }
@@ -930,7 +989,7 @@ impl<C, const N: usize, W> Policy<C, N, W> {
 // clock that cannot wait (`StdClock`) gets `Timer`'s own message ("cannot
 // wait", naming the clocks that can) instead of "method exists but its trait
 // bounds were not satisfied".
-impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
+impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     /// Runs the call `make()` through the three layers (see the type docs):
     /// an `Err` is a failure for the breaker, an `Ok` a success.
     ///
@@ -961,6 +1020,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -1000,6 +1060,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     pub fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> PolicyCall<&Self, Make<F>, K>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -1040,6 +1101,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -1083,6 +1145,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     ) -> PolicyCall<&Self, Make<F>, K>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -1091,7 +1154,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     }
 }
 
-impl<C, const N: usize, W: WindowStorage> fmt::Debug for Policy<C, N, W> {
+impl<C, const N: usize, W: WindowStorage, B> fmt::Debug for Policy<C, N, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name())
@@ -1158,25 +1221,27 @@ mod sealed {
 }
 pub(crate) use sealed::{Dispatch, Handle, Judge, Parts};
 
-impl<C: Timer, const N: usize, W: WindowStorage> Handle for &Policy<C, N, W> {
+impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle for &Policy<C, N, W, B> {
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N, (), W>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+    type Breaker = CircuitBreaker<B, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Policy::parts(self)
     }
 }
 
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
-impl<C: Timer, const N: usize, W: WindowStorage> Handle for alloc::sync::Arc<Policy<C, N, W>> {
+impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle
+    for alloc::sync::Arc<Policy<C, N, W, B>>
+{
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N, (), W>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+    type Breaker = CircuitBreaker<B, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Policy::parts(self)
     }
 }
 
-impl<C, const N: usize, W> Policy<C, N, W> {
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+impl<C, const N: usize, W, B> Policy<C, N, W, B> {
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Parts {
             bulkhead: &self.bulkhead,
             breaker: &self.breaker,

@@ -143,9 +143,79 @@ fn a_breaker_on_it_tells_slow_from_fast() {
     // what this checks. Measured from a start reading that lags, the call
     // reads at least as long as it slept.
     let permit = b.try_acquire().unwrap();
-    thread::sleep(threshold + clock.resolution() * 3);
-    caught_up(&clock, StdClock.now());
+    sleep_past(&clock, threshold);
     permit.success();
     let m = b.metrics();
     assert_eq!((m.calls, m.slow_calls), (4, 1), "{m:?}");
+}
+
+/// A call that sleeps three resolutions beyond `threshold`, and returns once
+/// `clock` has caught up with the end of its sleep (see above).
+fn sleep_past(clock: &CoarseClock, threshold: Duration) {
+    thread::sleep(threshold + clock.resolution() * 3);
+    caught_up(clock, StdClock.now());
+}
+
+/// A policy whose breaker times on the coarse clock while its waits are on
+/// a timer (`Policy::with_breaker_clock`), the same policy as a tower
+/// `PolicyLayer`, and a `BreakerLayer` on a coarse-clock breaker: each
+/// tells a slow call from an instant one.
+#[cfg(feature = "tower")]
+#[test]
+fn a_policy_and_the_tower_layers_time_on_it() {
+    use std::sync::Arc;
+    use tower::{Layer, ServiceExt};
+    use watertight::breaker::Inline;
+    use watertight::clock::ManualClock;
+    use watertight::policy::{Policy, PolicyConfig};
+    use watertight::tower::{BreakerLayer, PolicyLayer};
+
+    let clock = clock();
+    let threshold = Duration::from_millis(20);
+    let breaker = BreakerConfig::builder()
+        .window_size(8)
+        .minimum_calls(8)
+        .slow_call_duration(threshold)
+        .build()
+        .unwrap();
+    let config = PolicyConfig::builder(4).breaker(breaker).build().unwrap();
+    let timer = Arc::new(ManualClock::new());
+    let policy: Arc<Policy<Arc<ManualClock>, 8, Inline<8>, CoarseClock>> = Arc::new(
+        Policy::with_breaker_clock("coarse-policy", config, timer, clock.clone()).unwrap(),
+    );
+    futures_lite::future::block_on(async {
+        policy.call(|| async { Ok::<_, ()>(()) }).await.unwrap();
+        policy
+            .call(|| async {
+                sleep_past(&clock, threshold);
+                Ok::<_, ()>(())
+            })
+            .await
+            .unwrap();
+        let m = policy.breaker().metrics();
+        assert_eq!((m.calls, m.slow_calls), (2, 1), "policy: {m:?}");
+
+        let service = |slow: bool| {
+            let clock = clock.clone();
+            async move {
+                if slow {
+                    sleep_past(&clock, threshold);
+                }
+                Ok::<_, ()>(())
+            }
+        };
+        let svc = PolicyLayer::new(policy.clone()).layer(tower::service_fn(service));
+        svc.clone().oneshot(false).await.unwrap();
+        svc.oneshot(true).await.unwrap();
+        let m = policy.breaker().metrics();
+        assert_eq!((m.calls, m.slow_calls), (4, 2), "policy layer: {m:?}");
+
+        let b: Arc<CircuitBreaker<CoarseClock, 8>> =
+            Arc::new(CircuitBreaker::new("coarse-layer", breaker, clock.clone()));
+        let svc = BreakerLayer::new(b.clone()).layer(tower::service_fn(service));
+        svc.clone().oneshot(false).await.unwrap();
+        svc.oneshot(true).await.unwrap();
+        let m = b.metrics();
+        assert_eq!((m.calls, m.slow_calls), (2, 1), "breaker layer: {m:?}");
+    });
 }

@@ -4,6 +4,46 @@
 //! their defaults (a 50-call count window, 50 % failure rate, 30 s open, 3
 //! probes), and the decisions on edge semantics it documents, where circuit
 //! breakers such as resilience4j's and gobreaker differ.
+//!
+//! # Which clock
+//!
+//! A breaker reads its clock for its open wait (rarely) and, with slow-call
+//! detection on ([`BreakerConfigBuilder::slow_call_duration`]), twice per
+//! call. Pick the clock by the slow-call threshold:
+//!
+//! | threshold | clock | a read |
+//! |---|---|---|
+//! | seconds, or many milliseconds (read timeout ÷ 2, the usual) | [`CoarseClock`](crate::clock::CoarseClock) (feature `std`): exact to about its resolution (1 ms by default) | one relaxed load |
+//! | below a millisecond, or a few resolutions | [`StdClock`](crate::clock::StdClock): exact to the nanosecond | `std::time::Instant::now()` |
+//! | none (slow-call detection off) | any: a closed-state call reads no clock | – |
+//! | in tests | [`ManualClock`](crate::clock::ManualClock), moved by hand | a load |
+//!
+//! On a runtime, the runtime's clock (`TokioClock`, `AsyncIoClock`,
+//! `EmbassyClock`) serves too, at its read's cost. A
+//! [`Policy`](crate::Policy) waits (for a slot, for its deadlines) on a
+//! [`Timer`](crate::clock::Timer), which a coarse clock is not: give its
+//! breaker the coarse clock with
+//! [`Policy::with_breaker_clock`](crate::Policy::with_breaker_clock); the
+//! tower [`BreakerLayer`](crate::tower::BreakerLayer) takes a breaker on any
+//! clock, and [`PolicyLayer`](crate::tower::PolicyLayer) such a policy.
+//!
+//! ```
+//! # #[cfg(feature = "std")] {
+//! use core::time::Duration;
+//! use watertight::clock::CoarseClock;
+//! use watertight::{BreakerConfig, CircuitBreaker};
+//!
+//! // Calls over 2 s are slow (a 4 s read timeout): the coarse clock.
+//! let config = BreakerConfig::builder()
+//!     .slow_call_duration(Duration::from_secs(2))
+//!     .build()
+//!     .unwrap();
+//! let payments: CircuitBreaker<CoarseClock, 64> =
+//!     CircuitBreaker::new("payments", config, CoarseClock::new());
+//! payments.try_acquire().unwrap().success();
+//! assert_eq!(payments.metrics().slow_calls, 0);
+//! # }
+//! ```
 
 mod config;
 mod error;
@@ -476,7 +516,9 @@ pub type HeapBreaker<C, H = ()> = CircuitBreaker<C, { BreakerConfig::MAX_WINDOW_
 /// word to record — a window of nothing but successes does not change with
 /// one more. Otherwise recording is one compare-and-swap on the window word,
 /// a slot write if the slot changes, and a read of the window's slots when an
-/// outcome may have raised a rate. Slow-call detection adds two clock reads.
+/// outcome may have raised a rate. Slow-call detection adds two clock reads:
+/// two relaxed loads on a [`CoarseClock`](crate::clock::CoarseClock) (see
+/// the module's "Which clock").
 /// No operation allocates.
 pub struct CircuitBreaker<C, const N: usize, H = (), W = Inline<N>> {
     state: AtomicU32,
