@@ -8,6 +8,7 @@
 //! | group | what |
 //! |---|---|
 //! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
+//! | `breaker/forms/sync` | ours only, one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker; the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
 //! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `Instant::now`, `StdClock::now` and `CoarseClock::now` one clock read each, as references |
@@ -147,6 +148,109 @@ fn closed_sync(c: &mut Criterion) {
     });
     sync_peers(&mut g);
     g.finish();
+}
+
+/// The forms a caller writes a closed-state call in (`breaker/forms/sync`).
+/// Each makes the trivial call, its result behind `black_box`, and records
+/// the outcome its result gives; the breaker is behind `black_box` too, so no
+/// form can prove the call is never refused: every `Err` arm is live code.
+mod forms {
+    use super::*;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    use watertight::breaker::CallPermit;
+    use watertight::clock::StdClock;
+    use watertight::Rejection;
+
+    /// The trivial call, opaque to the optimiser.
+    #[inline]
+    fn made() -> Result<(), ()> {
+        black_box(trivial())
+    }
+
+    /// Records what the call's result says.
+    #[inline]
+    fn record(p: CallPermit<'_, StdClock, 64>, r: Result<(), ()>) {
+        match r {
+            Ok(()) => p.success(),
+            Err(()) => p.failure(),
+        }
+    }
+
+    #[inline]
+    pub(super) fn unwrap(b: &Ours) {
+        let p = black_box(b).try_acquire().unwrap();
+        record(p, made());
+    }
+
+    #[inline]
+    pub(super) fn if_let(b: &Ours) {
+        if let Ok(p) = black_box(b).try_acquire() {
+            record(p, made());
+        }
+    }
+
+    /// A `match` whose `Err` arm uses the rejection (its retry hint).
+    #[inline]
+    pub(super) fn match_err(b: &Ours) {
+        match black_box(b).try_acquire() {
+            Ok(p) => record(p, made()),
+            Err(why) => {
+                black_box(why.retry_after());
+            }
+        }
+    }
+
+    /// `?` in a function returning the rejection.
+    #[inline]
+    pub(super) fn question(b: &Ours) -> Result<(), Rejection> {
+        let p = black_box(b).try_acquire()?;
+        record(p, made());
+        Ok(())
+    }
+
+    /// Polls a future once with a no-op waker: the wrapped forms, without an
+    /// executor's cost (the call is ready at once).
+    #[inline]
+    fn poll_once<F: std::future::Future>(f: F) -> Poll<F::Output> {
+        let f = pin!(f);
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[inline]
+    pub(super) fn call(b: &Ours) {
+        let got = poll_once(black_box(b).call(std::future::ready(made())));
+        let _ = black_box(got);
+    }
+
+    #[inline]
+    pub(super) fn call_with(b: &Ours) {
+        let got = poll_once(black_box(b).call_with(std::future::ready(made()), |r| {
+            if r.is_ok() {
+                watertight::Outcome::Success
+            } else {
+                watertight::Outcome::Failure
+            }
+        }));
+        let _ = black_box(got);
+    }
+}
+
+/// One closed-state call written each way a caller writes it: every form
+/// should cost the same.
+fn forms_sync(c: &mut Criterion) {
+    let mut g = c.benchmark_group("breaker/forms/sync");
+    let b = ours();
+    g.bench_function("unwrap", |bn| bn.iter(|| forms::unwrap(&b)));
+    g.bench_function("if-let", |bn| bn.iter(|| forms::if_let(&b)));
+    g.bench_function("match-err", |bn| bn.iter(|| forms::match_err(&b)));
+    g.bench_function("question-mark", |bn| {
+        bn.iter(|| black_box(forms::question(&b)))
+    });
+    g.bench_function("call", |bn| bn.iter(|| forms::call(&b)));
+    g.bench_function("call_with", |bn| bn.iter(|| forms::call_with(&b)));
+    g.finish();
+    assert_eq!(b.metrics().failed_calls, 0);
 }
 
 fn slow_timing(c: &mut Criterion) {
@@ -395,6 +499,7 @@ fn main() {
 
     let mut c = Criterion::default().configure_from_args();
     closed_sync(&mut c);
+    forms_sync(&mut c);
     closed_async(&mut c);
     slow_timing(&mut c);
     contended(&mut c);

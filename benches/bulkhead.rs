@@ -8,6 +8,7 @@
 //! | group | what |
 //! |---|---|
 //! | `uncontended/try_acquire+drop` | `try_acquire` + drop, one thread; with `floor` |
+//! | `uncontended/try_acquire-forms` | ours only: `try_acquire` + drop written as `unwrap()`, `if let Ok(..)`, a `match` whose `Err` arm uses the error, and `?` in a function returning it, the bulkhead behind `black_box` (every `Err` arm live) |
 //! | `uncontended/acquire.await+drop/block_on` | a free `acquire().await` + drop, a loop of pairs in one `futures_lite::future::block_on` |
 //! | `uncontended/acquire.await+drop/tokio-current-thread` | the same in one tokio current-thread `block_on` |
 //! | `contended/{yield,spin}/M=../P=..` | M tasks on a 2-worker tokio runtime, P permits, each task loops acquire → hold → release; hold = `yield_now().await` or 16 `black_box` adds |
@@ -81,6 +82,60 @@ fn uncontended_try(c: &mut Criterion) {
         b.iter(|| drop(black_box(black_box(&lock_sem).try_acquire().unwrap())))
     });
     g.finish();
+}
+
+/// `try_acquire` + drop written each way a caller writes it
+/// (`uncontended/try_acquire-forms`): the bulkhead is behind `black_box`, so
+/// every `Err` arm is live code; each form should cost the same.
+mod forms {
+    use super::*;
+    use watertight::AcquireError;
+
+    type Ours = Bulkhead<StdClock>;
+
+    #[inline]
+    pub(super) fn unwrap(b: &Ours) {
+        drop(black_box(black_box(b).try_acquire().unwrap()));
+    }
+
+    #[inline]
+    pub(super) fn if_let(b: &Ours) {
+        if let Ok(p) = black_box(b).try_acquire() {
+            drop(black_box(p));
+        }
+    }
+
+    /// A `match` whose `Err` arm uses the error.
+    #[inline]
+    pub(super) fn match_err(b: &Ours) {
+        match black_box(b).try_acquire() {
+            Ok(p) => drop(black_box(p)),
+            Err(e) => {
+                black_box(e.is_rejection());
+            }
+        }
+    }
+
+    /// `?` in a function returning the error.
+    #[inline]
+    pub(super) fn question(b: &Ours) -> Result<(), AcquireError> {
+        let p = black_box(b).try_acquire()?;
+        drop(black_box(p));
+        Ok(())
+    }
+}
+
+fn uncontended_try_forms(c: &mut Criterion) {
+    let mut g = c.benchmark_group("uncontended/try_acquire-forms");
+    let ours = Bulkhead::new("bench", UNCONTENDED_PERMITS, StdClock);
+    g.bench_function("unwrap", |b| b.iter(|| forms::unwrap(&ours)));
+    g.bench_function("if-let", |b| b.iter(|| forms::if_let(&ours)));
+    g.bench_function("match-err", |b| b.iter(|| forms::match_err(&ours)));
+    g.bench_function("question-mark", |b| {
+        b.iter(|| black_box(forms::question(&ours)))
+    });
+    g.finish();
+    assert_eq!(ours.available(), UNCONTENDED_PERMITS);
 }
 
 /// The loops of `iters` free `acquire().await` + drop pairs, one per peer,
@@ -783,6 +838,7 @@ fn main() {
 
     let mut c = Criterion::default().configure_from_args();
     uncontended_try(&mut c);
+    uncontended_try_forms(&mut c);
     uncontended_await(&mut c);
     contended(&mut c, &rt, &args);
     handoff(&mut c, &args);

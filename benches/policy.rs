@@ -12,6 +12,7 @@
 //! | group | what |
 //! |---|---|
 //! | `policy/call` | ours `policy.call(\|\| async { Ok(()) }).await`; peers `let _p = sem.acquire().await?; breaker.call(timeout(30 s, async { Ok(()) })).await` |
+//! | `policy/forms` | ours only: `call(ready).await` written as `.unwrap()`, `if let Ok(..)`, a `match` whose `Err` arm uses the error, `?` in a function returning it, and `call_with` with a classifier closure; the policy behind `black_box` (every `Err` arm live) |
 //! | `policy/call_within` | the same inside a 1.5 s request budget made per call: ours `call_within(&Deadline::after(TokioClock, 1.5 s), …)`; peers the stack inside an outer `timeout(1.5 s, …)` |
 //! | `policy/parts` | references for reading the above, each a loop in the same `block_on`: ours `timeout(TokioClock, 30 s, ready)`, `tokio::time::timeout(30 s, ready)`, a `std::time::Instant::now()` and a `TokioClock::now()`, a free `Bulkhead::acquire_timeout(100 ms)` + drop, a free tokio `Semaphore::acquire` + drop, a closed-state `CircuitBreaker::call` and failsafe's, and `watertight-floor`: our three layers' atomics with no clock read and no sleep (`try_acquire` a slot, `try_acquire` a breaker permit, the call, its record) |
 //!
@@ -180,6 +181,77 @@ fn call_within(c: &mut Criterion, rt: &Runtime) {
     check_nothing_failed(&ours, &peers);
 }
 
+/// A policy call written each way a caller writes it (`policy/forms`): the
+/// policy is behind `black_box`, so every `Err` arm is live code; each form
+/// should cost the same.
+mod forms {
+    use super::*;
+    use watertight::policy::Error;
+
+    pub(super) async fn unwrap(p: &Ours) {
+        black_box(p).call(ready).await.unwrap();
+    }
+
+    pub(super) async fn if_let(p: &Ours) {
+        if let Ok(v) = black_box(p).call(ready).await {
+            black_box(v);
+        }
+    }
+
+    /// A `match` whose `Err` arm uses the error (its retry hint).
+    pub(super) async fn match_err(p: &Ours) {
+        match black_box(p).call(ready).await {
+            Ok(v) => {
+                black_box(v);
+            }
+            Err(e) => {
+                black_box(e.retry_after());
+            }
+        }
+    }
+
+    /// `?` in a function returning the error.
+    pub(super) async fn question(p: &Ours) -> Result<(), Error<()>> {
+        black_box(p).call(ready).await?;
+        Ok(())
+    }
+
+    pub(super) async fn call_with(p: &Ours) {
+        let got = black_box(p)
+            .call_with(ready, |r| {
+                if r.is_ok() {
+                    Outcome::Success
+                } else {
+                    Outcome::Failure
+                }
+            })
+            .await;
+        black_box(got).unwrap();
+    }
+}
+
+fn forms(c: &mut Criterion, rt: &Runtime) {
+    let ours = ours();
+    let mut g = c.benchmark_group("policy/forms");
+    g.bench_function("unwrap", |b| {
+        b.iter_custom(|iters| looped(rt, iters, || forms::unwrap(&ours)))
+    });
+    g.bench_function("if-let", |b| {
+        b.iter_custom(|iters| looped(rt, iters, || forms::if_let(&ours)))
+    });
+    g.bench_function("match-err", |b| {
+        b.iter_custom(|iters| looped(rt, iters, || forms::match_err(&ours)))
+    });
+    g.bench_function("question-mark", |b| {
+        b.iter_custom(|iters| looped(rt, iters, || forms::question(&ours)))
+    });
+    g.bench_function("call_with", |b| {
+        b.iter_custom(|iters| looped(rt, iters, || forms::call_with(&ours)))
+    });
+    g.finish();
+    check_nothing_failed(&ours, &peers());
+}
+
 /// The layers one by one, under the same `block_on`, to read the above.
 fn parts(c: &mut Criterion, rt: &Runtime) {
     let mut g = c.benchmark_group("policy/parts");
@@ -292,6 +364,7 @@ fn main() {
     let rt = runtime();
     let mut c = Criterion::default().configure_from_args();
     call(&mut c, &rt);
+    forms(&mut c, &rt);
     call_within(&mut c, &rt);
     parts(&mut c, &rt);
     c.final_summary();

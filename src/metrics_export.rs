@@ -590,9 +590,10 @@ impl PolicyExporter {
     /// // Exported at once, before any `update`.
     /// assert!(prometheus.render().contains(r#"circuit_breaker_state{system="payments"} 3"#));
     /// ```
-    pub fn new<C, const N: usize, W>(policy: &Policy<C, N, W>) -> Self
+    pub fn new<C, const N: usize, W, B>(policy: &Policy<C, N, W, B>) -> Self
     where
         C: Clock,
+        B: Clock,
         W: WindowStorage,
     {
         PolicyExporter {
@@ -624,9 +625,10 @@ impl PolicyExporter {
     /// assert!(text.contains(r#"bulkhead_active_calls{system="payments"} 1"#));
     /// assert!(text.contains(r#"circuit_breaker_state{system="payments"} 3"#));
     /// ```
-    pub fn update<C, const N: usize, W>(&self, policy: &Policy<C, N, W>)
+    pub fn update<C, const N: usize, W, B>(&self, policy: &Policy<C, N, W, B>)
     where
         C: Clock,
+        B: Clock,
         W: WindowStorage,
     {
         self.bulkhead.update(policy.bulkhead());

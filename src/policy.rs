@@ -26,7 +26,7 @@ use core::time::Duration;
 #[cfg(feature = "alloc")]
 use crate::breaker::Heap;
 use crate::breaker::{
-    err_is_failure, fail_on_unwind, BreakerConfig, BreakerConfigError, BreakerField,
+    err_is_failure, fail_on_unwind, take_raw, BreakerConfig, BreakerConfigError, BreakerField,
     CircuitBreaker, ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
@@ -764,6 +764,13 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// the future at any await point gives the slot back and frees a half-open
 /// probe slot.
 ///
+/// The clock `C` is a [`Timer`]: the slot wait and the timeouts wait on it.
+/// The breaker times on `C` too, unless the policy is made with
+/// [`with_breaker_clock`](Policy::with_breaker_clock), which gives it a
+/// clock of its own, `B`: any [`Clock`], such as a
+/// [`CoarseClock`](crate::clock::CoarseClock) for slow-call thresholds of
+/// seconds (one relaxed load per read; it cannot wait, so it cannot be `C`).
+///
 /// `N` is the breaker's window capacity (64 by default), fixed at compile
 /// time with the window kept inline (`W` = [`Inline<N>`]): no heap. A
 /// server that reads the window from config at run time uses a
@@ -789,9 +796,9 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
 /// assert_eq!(stock, Ok(12));
 /// # });
 /// ```
-pub struct Policy<C, const N: usize = 64, W = Inline<N>> {
+pub struct Policy<C, const N: usize = 64, W = Inline<N>, B = C> {
     bulkhead: Bulkhead<C>,
-    breaker: CircuitBreaker<C, N, (), W>,
+    breaker: CircuitBreaker<B, N, (), W>,
     clock: C,
     max_wait: Duration,
     call_timeout: Duration,
@@ -826,7 +833,7 @@ pub struct Policy<C, const N: usize = 64, W = Inline<N>> {
 /// ```
 #[cfg(feature = "alloc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
-pub type HeapPolicy<C> = Policy<C, { BreakerConfig::MAX_WINDOW_SIZE }, Heap>;
+pub type HeapPolicy<C, B = C> = Policy<C, { BreakerConfig::MAX_WINDOW_SIZE }, Heap, B>;
 
 impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
     /// The policy for system `name`. A [`HeapPolicy`] allocates its
@@ -868,7 +875,59 @@ impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
         config: PolicyConfig,
         clock: C,
     ) -> Result<Self, PolicyConfigError> {
-        let breaker = CircuitBreaker::try_new(name, config.breaker, clock.clone())
+        Policy::with_breaker_clock(name, config, clock.clone(), clock)
+    }
+}
+
+impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
+    /// Like [`new`](Policy::new), with the breaker on a clock of its own:
+    /// the bulkhead's slot wait and the deadlines wait on `clock`, a
+    /// [`Timer`]; the breaker only reads `breaker_clock` (its open wait and
+    /// its calls' durations), which can be any [`Clock`].
+    ///
+    /// The case it is for: slow-call detection with a threshold of seconds
+    /// on a [`CoarseClock`](crate::clock::CoarseClock) (one relaxed load per
+    /// read, but not a `Timer`: it cannot wake a task), beside the runtime's
+    /// timer for the waits. The two clocks' instants are never compared:
+    /// the breaker keeps its own times on its own clock, and a request
+    /// budget ([`call_within`](Policy::call_within)) is on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Policy::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "std")] {
+    /// use core::time::Duration;
+    /// use watertight::breaker::Inline;
+    /// use watertight::clock::{CoarseClock, ManualClock};
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::BreakerConfig;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let timer = ManualClock::new(); // in a server: `TokioClock`, `AsyncIoClock`
+    /// let breaker = BreakerConfig::builder()
+    ///     .slow_call_duration(Duration::from_secs(2)) // read_timeout / 2
+    ///     .build()
+    ///     .unwrap();
+    /// let config = PolicyConfig::builder(8).breaker(breaker).build().unwrap();
+    /// let db: Policy<_, 64, Inline<64>, CoarseClock> =
+    ///     Policy::with_breaker_clock("db", config, &timer, CoarseClock::new()).unwrap();
+    /// assert_eq!(db.call(|| async { Ok::<_, ()>(7) }).await, Ok(7));
+    /// let m = db.breaker().metrics();
+    /// assert_eq!((m.calls, m.slow_calls), (1, 0));
+    /// # });
+    /// # }
+    /// ```
+    pub fn with_breaker_clock(
+        name: &'static str,
+        config: PolicyConfig,
+        clock: C,
+        breaker_clock: B,
+    ) -> Result<Self, PolicyConfigError> {
+        let breaker = CircuitBreaker::try_new(name, config.breaker, breaker_clock)
             .map_err(PolicyConfigError::Breaker)?;
         let bulkhead =
             Bulkhead::try_new(name, config.max_concurrent, clock.clone()).map_err(|_| {
@@ -886,7 +945,7 @@ impl<C: Clone, const N: usize, W: WindowStorage> Policy<C, N, W> {
     }
 }
 
-impl<C, const N: usize, W> Policy<C, N, W> {
+impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     /// The system's name.
     ///
     /// # Examples
@@ -928,7 +987,7 @@ impl<C, const N: usize, W> Policy<C, N, W> {
     /// let p: Policy<_> = Policy::new("payments", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
     /// assert_eq!(p.breaker().state(), watertight::breaker::State::Closed);
     /// ```
-    pub fn breaker(&self) -> &CircuitBreaker<C, N, (), W> {
+    pub fn breaker(&self) -> &CircuitBreaker<B, N, (), W> {
         &self.breaker
     }
     /// How long a call may wait for a slot (the config's `max_wait`).
@@ -966,7 +1025,7 @@ impl<C, const N: usize, W> Policy<C, N, W> {
 // clock that cannot wait (`StdClock`) gets `Timer`'s own message ("cannot
 // wait", naming the clocks that can) instead of "method exists but its trait
 // bounds were not satisfied".
-impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
+impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     /// Runs the call `make()` through the three layers (see the type docs):
     /// an `Err` is a failure for the breaker, an `Ok` a success.
     ///
@@ -997,6 +1056,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -1036,6 +1096,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     pub fn call_with<F, Fut, T, E, K>(&self, make: F, classify: K) -> PolicyCall<&Self, Make<F>, K>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -1076,6 +1137,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -1119,6 +1181,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     ) -> PolicyCall<&Self, Make<F>, K>
     where
         C: Timer + Clone,
+        B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         K: FnOnce(&Result<T, E>) -> Outcome,
@@ -1127,7 +1190,7 @@ impl<C, const N: usize, W: WindowStorage> Policy<C, N, W> {
     }
 }
 
-impl<C, const N: usize, W: WindowStorage> fmt::Debug for Policy<C, N, W> {
+impl<C, const N: usize, W: WindowStorage, B> fmt::Debug for Policy<C, N, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name())
@@ -1194,25 +1257,27 @@ mod sealed {
 }
 pub(crate) use sealed::{Dispatch, Handle, Judge, Parts};
 
-impl<C: Timer, const N: usize, W: WindowStorage> Handle for &Policy<C, N, W> {
+impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle for &Policy<C, N, W, B> {
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N, (), W>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+    type Breaker = CircuitBreaker<B, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Policy::parts(self)
     }
 }
 
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
-impl<C: Timer, const N: usize, W: WindowStorage> Handle for alloc::sync::Arc<Policy<C, N, W>> {
+impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle
+    for alloc::sync::Arc<Policy<C, N, W, B>>
+{
     type Clock = C;
-    type Breaker = CircuitBreaker<C, N, (), W>;
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+    type Breaker = CircuitBreaker<B, N, (), W>;
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Policy::parts(self)
     }
 }
 
-impl<C, const N: usize, W> Policy<C, N, W> {
-    fn parts(&self) -> Parts<'_, C, CircuitBreaker<C, N, (), W>> {
+impl<C, const N: usize, W, B> Policy<C, N, W, B> {
+    fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Parts {
             bulkhead: &self.bulkhead,
             breaker: &self.breaker,
@@ -1359,7 +1424,7 @@ pin_project_lite::pin_project! {
             let this = this.project();
             let parts = this.policy.parts();
             this.waiter.cancel(parts.bulkhead);
-            if let Some(raw) = this.raw.take() {
+            if let Some(raw) = take_raw(this.raw) {
                 parts.breaker.abandon(raw);
             }
             if core::mem::take(this.held) {
@@ -1464,10 +1529,14 @@ where
                 }
             }
         }
+        // The breaker's permit while the call is polled: out of the future
+        // (see `breaker::fail_on_unwind`), so a call ready at its first poll
+        // never stores it.
+        let mut raw = None;
         if *this.stage == Stage::Slot {
             // 2. Breaker, inside: a refusal gives the slot back at once.
             match breaker.acquire_raw() {
-                Ok(raw) => *this.raw = Some(raw),
+                Ok(admitted) => raw = Some(admitted),
                 Err(why) => {
                     *this.held = false;
                     bulkhead.release(1);
@@ -1480,7 +1549,7 @@ where
             // the call: the system did nothing wrong, so nothing is recorded.
             if let Some(end) = budget {
                 if clock.now() >= end {
-                    if let Some(raw) = this.raw.take() {
+                    if let Some(raw) = raw {
                         breaker.finish(raw, Outcome::Ignored);
                     }
                     *this.held = false;
@@ -1504,12 +1573,14 @@ where
 
         // The call, polled once before a timer is armed. A panic in it is a
         // failure, recorded as it unwinds (see `breaker::fail_on_unwind`).
-        let polled = fail_on_unwind(breaker, this.raw, || {
+        let raw = raw.or_else(|| take_raw(this.raw));
+        let polled = fail_on_unwind(breaker, raw, || {
             poll_call(this.dispatch, this.fut.as_mut(), cx)
         });
         let result = match polled {
             Poll::Ready(result) => result,
             Poll::Pending => {
+                *this.raw = raw;
                 if this.sleep.is_none() {
                     let now = clock.now();
                     let limit = match budget {
@@ -1536,7 +1607,7 @@ where
                 } else {
                     Outcome::Failure
                 };
-                if let Some(raw) = this.raw.take() {
+                if let Some(raw) = take_raw(this.raw) {
                     breaker.finish(raw, outcome);
                 }
                 *this.held = false;
@@ -1555,8 +1626,8 @@ where
         this.fut.set(None);
         this.sleep.set(None);
         let classify = this.classify.take().expect("classifier taken once");
-        let outcome = fail_on_unwind(breaker, this.raw, || classify.judge(&result));
-        if let Some(raw) = this.raw.take() {
+        let outcome = fail_on_unwind(breaker, raw, || classify.judge(&result));
+        if let Some(raw) = raw {
             breaker.finish(raw, outcome);
         }
         *this.held = false;

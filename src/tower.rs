@@ -57,7 +57,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::breaker::{
-    fail_on_unwind, CircuitBreaker, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
+    fail_on_unwind, take_raw, CircuitBreaker, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
@@ -1227,7 +1227,7 @@ pin_project! {
     impl<B: Guard, F, K> PinnedDrop for BreakerFuture<B, F, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(raw) = this.raw.take() {
+            if let Some(raw) = take_raw(this.raw) {
                 this.breaker.abandon(raw);
             }
         }
@@ -1252,16 +1252,18 @@ where
         // A panic in the call or its classifier is a failure, recorded as
         // it unwinds (see `breaker::fail_on_unwind`).
         let classify = this.classify;
-        let polled = fail_on_unwind(&**this.breaker, this.raw, || {
+        let raw = take_raw(this.raw);
+        let polled = fail_on_unwind(&**this.breaker, raw, || {
             let result = core::task::ready!(inner.poll(cx));
             let outcome = classify.take().map(|k| k.classify(&result));
             Poll::Ready((result, outcome))
         });
         let Poll::Ready((result, outcome)) = polled else {
+            *this.raw = raw;
             return Poll::Pending;
         };
         this.inner.set(None);
-        if let (Some(raw), Some(outcome)) = (this.raw.take(), outcome) {
+        if let (Some(raw), Some(outcome)) = (raw, outcome) {
             this.breaker.finish(raw, outcome);
         }
         Poll::Ready(result.map_err(BreakerError::Inner))
@@ -1284,6 +1286,10 @@ impl<B: Guard, F, K> fmt::Debug for BreakerFuture<B, F, K> {
 /// A [`Layer`] that runs every call through a [`Policy`]: bulkhead,
 /// breaker and call timeout.
 ///
+/// `C` is the policy's timer, `B` its breaker's clock (`C` unless the
+/// policy was made with [`Policy::with_breaker_clock`], say to time slow
+/// calls on a [`CoarseClock`](crate::clock::CoarseClock)).
+///
 /// The response future is [`PolicyFuture`], a named type: no allocation
 /// per call.
 ///
@@ -1304,12 +1310,12 @@ impl<B: Guard, F, K> fmt::Debug for BreakerFuture<B, F, K> {
 /// assert_eq!(svc.oneshot(1).await, Ok(2));
 /// # });
 /// ```
-pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
-    policy: Arc<Policy<C, N, W>>,
+pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
+    policy: Arc<Policy<C, N, W, B>>,
     classify: K,
 }
 
-impl<C, const N: usize, W> PolicyLayer<C, N, ErrorIsFailure, W> {
+impl<C, const N: usize, W, B> PolicyLayer<C, N, ErrorIsFailure, W, B> {
     /// A layer where an `Err` from the inner service is a failure.
     ///
     /// # Examples
@@ -1334,7 +1340,7 @@ impl<C, const N: usize, W> PolicyLayer<C, N, ErrorIsFailure, W> {
     /// assert_eq!(payments.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn new(policy: Arc<Policy<C, N, W>>) -> Self {
+    pub fn new(policy: Arc<Policy<C, N, W, B>>) -> Self {
         PolicyLayer {
             policy,
             classify: ErrorIsFailure,
@@ -1342,7 +1348,7 @@ impl<C, const N: usize, W> PolicyLayer<C, N, ErrorIsFailure, W> {
     }
 }
 
-impl<C, const N: usize, K, W> PolicyLayer<C, N, K, W> {
+impl<C, const N: usize, K, W, B> PolicyLayer<C, N, K, W, B> {
     /// Uses `classify` to tell failures from answers.
     ///
     /// # Examples
@@ -1370,7 +1376,7 @@ impl<C, const N: usize, K, W> PolicyLayer<C, N, K, W> {
     /// assert_eq!(search.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2, W> {
+    pub fn classify<K2>(self, classify: K2) -> PolicyLayer<C, N, K2, W, B> {
         PolicyLayer {
             policy: self.policy,
             classify,
@@ -1378,7 +1384,7 @@ impl<C, const N: usize, K, W> PolicyLayer<C, N, K, W> {
     }
 }
 
-impl<C, const N: usize, K: Clone, W> Clone for PolicyLayer<C, N, K, W> {
+impl<C, const N: usize, K: Clone, W, B> Clone for PolicyLayer<C, N, K, W, B> {
     fn clone(&self) -> Self {
         PolicyLayer {
             policy: Arc::clone(&self.policy),
@@ -1387,7 +1393,7 @@ impl<C, const N: usize, K: Clone, W> Clone for PolicyLayer<C, N, K, W> {
     }
 }
 
-impl<C, const N: usize, K, W> fmt::Debug for PolicyLayer<C, N, K, W> {
+impl<C, const N: usize, K, W, B> fmt::Debug for PolicyLayer<C, N, K, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyLayer")
             .field("policy", &self.policy.name())
@@ -1395,8 +1401,8 @@ impl<C, const N: usize, K, W> fmt::Debug for PolicyLayer<C, N, K, W> {
     }
 }
 
-impl<S, C, const N: usize, K: Clone, W> Layer<S> for PolicyLayer<C, N, K, W> {
-    type Service = PolicyService<S, C, N, K, W>;
+impl<S, C, const N: usize, K: Clone, W, B> Layer<S> for PolicyLayer<C, N, K, W, B> {
+    type Service = PolicyService<S, C, N, K, W, B>;
     fn layer(&self, inner: S) -> Self::Service {
         PolicyService {
             inner,
@@ -1439,13 +1445,13 @@ impl<S, C, const N: usize, K: Clone, W> Layer<S> for PolicyLayer<C, N, K, W> {
 /// assert!(err.is_unavailable());
 /// # });
 /// ```
-pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
+pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
     inner: S,
-    policy: Arc<Policy<C, N, W>>,
+    policy: Arc<Policy<C, N, W, B>>,
     classify: K,
 }
 
-impl<S, C, const N: usize, K, W> PolicyService<S, C, N, K, W> {
+impl<S, C, const N: usize, K, W, B> PolicyService<S, C, N, K, W, B> {
     /// The policy.
     ///
     /// # Examples
@@ -1465,12 +1471,12 @@ impl<S, C, const N: usize, K, W> PolicyService<S, C, N, K, W> {
     /// assert!(Arc::ptr_eq(svc.policy(), &payments));
     /// assert_eq!(svc.policy().bulkhead().capacity(), 4);
     /// ```
-    pub fn policy(&self) -> &Arc<Policy<C, N, W>> {
+    pub fn policy(&self) -> &Arc<Policy<C, N, W, B>> {
         &self.policy
     }
 }
 
-impl<S: Clone, C, const N: usize, K: Clone, W> Clone for PolicyService<S, C, N, K, W> {
+impl<S: Clone, C, const N: usize, K: Clone, W, B> Clone for PolicyService<S, C, N, K, W, B> {
     fn clone(&self) -> Self {
         PolicyService {
             inner: self.inner.clone(),
@@ -1480,7 +1486,7 @@ impl<S: Clone, C, const N: usize, K: Clone, W> Clone for PolicyService<S, C, N, 
     }
 }
 
-impl<S: fmt::Debug, C, const N: usize, K, W> fmt::Debug for PolicyService<S, C, N, K, W> {
+impl<S: fmt::Debug, C, const N: usize, K, W, B> fmt::Debug for PolicyService<S, C, N, K, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyService")
             .field("inner", &self.inner)
@@ -1489,16 +1495,17 @@ impl<S: fmt::Debug, C, const N: usize, K, W> fmt::Debug for PolicyService<S, C, 
     }
 }
 
-impl<S, C, const N: usize, K, W, Req> Service<Req> for PolicyService<S, C, N, K, W>
+impl<S, C, const N: usize, K, W, B, Req> Service<Req> for PolicyService<S, C, N, K, W, B>
 where
     S: Service<Req> + Clone,
     C: Timer,
+    B: Clock,
     W: WindowStorage,
     K: Classify<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = policy::Error<S::Error>;
-    type Future = PolicyFuture<C, N, S, Req, K, W>;
+    type Future = PolicyFuture<C, N, S, Req, K, W, B>;
 
     /// Always ready: the inner service's readiness is awaited inside the
     /// call, once the policy has let it through, so that waiting on it
@@ -1556,8 +1563,8 @@ where
 /// assert_eq!(futures_lite::future::block_on(call), Ok(40));
 /// assert_eq!(ledger.breaker().metrics().calls, 1);
 /// ```
-pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure, W = Inline<N>> =
-    PolicyCall<Arc<Policy<C, N, W>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
+pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure, W = Inline<N>, B = C> =
+    PolicyCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
 
 /// How [`PolicyService`] starts a call and judges its result.
 mod dispatch {

@@ -251,8 +251,59 @@ impl BreakerConfigBuilder {
     /// A call that takes strictly longer than this is slow (default: off;
     /// [`no_slow_call_duration`](Self::no_slow_call_duration) turns it off
     /// again). Half the read timeout is the usual choice. Turning it on costs
-    /// two clock reads per call; while it is off, a closed-state call reads
-    /// no clock.
+    /// two reads of the breaker's clock per call; while it is off, a
+    /// closed-state call reads no clock.
+    ///
+    /// # Which clock
+    ///
+    /// The breaker measures with its own clock, so the threshold decides
+    /// which one to give it:
+    ///
+    /// - **A threshold of seconds (or many milliseconds)**, the usual
+    ///   read-timeout-over-two: [`CoarseClock`](crate::clock::CoarseClock)
+    ///   (feature `std`). A read is one relaxed load, so the two reads cost
+    ///   next to nothing; a duration is exact to about the clock's
+    ///   resolution (1 ms by default), which a threshold of many
+    ///   resolutions does not notice. When its updater thread is starved, a
+    ///   slow call may pass for fast, never the other way round.
+    /// - **A threshold below a millisecond, or of a few resolutions**:
+    ///   [`StdClock`](crate::clock::StdClock), exact to the nanosecond, at
+    ///   the cost of a `std::time::Instant::now()` per read.
+    /// - **In tests**: [`ManualClock`](crate::clock::ManualClock), moved by
+    ///   hand: no sleeps, exact answers.
+    ///
+    /// A [`Policy`](crate::Policy) times its breaker on the clock it waits
+    /// with unless given one of the breaker's own
+    /// ([`Policy::with_breaker_clock`](crate::Policy::with_breaker_clock)):
+    /// a coarse clock cannot wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{CoarseClock, ManualClock};
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// // A 4 s read timeout: calls over 2 s are slow. Seconds: the coarse clock.
+    /// let config = BreakerConfig::builder()
+    ///     .slow_call_duration(Duration::from_secs(2))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.slow_call_duration(), Some(Duration::from_secs(2)));
+    /// # #[cfg(feature = "std")] {
+    /// let db: CircuitBreaker<_, 64> = CircuitBreaker::new("db", config, CoarseClock::new());
+    /// db.try_acquire().unwrap().success();
+    /// assert_eq!(db.metrics().slow_calls, 0);
+    /// # }
+    ///
+    /// // The same config in a test, on a clock moved by hand.
+    /// let clock = ManualClock::new();
+    /// let db: CircuitBreaker<_, 64> = CircuitBreaker::new("db", config, &clock);
+    /// let permit = db.try_acquire().unwrap();
+    /// clock.advance(Duration::from_millis(2001));
+    /// permit.success();
+    /// assert_eq!(db.metrics().slow_calls, 1);
+    /// ```
     pub const fn slow_call_duration(mut self, d: Duration) -> Self {
         self.slow_call_duration = Some(d);
         self

@@ -4,6 +4,46 @@
 //! their defaults (a 50-call count window, 50 % failure rate, 30 s open, 3
 //! probes), and the decisions on edge semantics it documents, where circuit
 //! breakers such as resilience4j's and gobreaker differ.
+//!
+//! # Which clock
+//!
+//! A breaker reads its clock for its open wait (rarely) and, with slow-call
+//! detection on ([`BreakerConfigBuilder::slow_call_duration`]), twice per
+//! call. Pick the clock by the slow-call threshold:
+//!
+//! | threshold | clock | a read |
+//! |---|---|---|
+//! | seconds, or many milliseconds (read timeout ÷ 2, the usual) | [`CoarseClock`](crate::clock::CoarseClock) (feature `std`): exact to about its resolution (1 ms by default) | one relaxed load |
+//! | below a millisecond, or a few resolutions | [`StdClock`](crate::clock::StdClock): exact to the nanosecond | `std::time::Instant::now()` |
+//! | none (slow-call detection off) | any: a closed-state call reads no clock | – |
+//! | in tests | [`ManualClock`](crate::clock::ManualClock), moved by hand | a load |
+//!
+//! On a runtime, the runtime's clock (`TokioClock`, `AsyncIoClock`,
+//! `EmbassyClock`) serves too, at its read's cost. A
+//! [`Policy`](crate::Policy) waits (for a slot, for its deadlines) on a
+//! [`Timer`](crate::clock::Timer), which a coarse clock is not: give its
+//! breaker the coarse clock with
+//! [`Policy::with_breaker_clock`](crate::Policy::with_breaker_clock); the
+//! tower [`BreakerLayer`](crate::tower::BreakerLayer) takes a breaker on any
+//! clock, and [`PolicyLayer`](crate::tower::PolicyLayer) such a policy.
+//!
+//! ```
+//! # #[cfg(feature = "std")] {
+//! use core::time::Duration;
+//! use watertight::clock::CoarseClock;
+//! use watertight::{BreakerConfig, CircuitBreaker};
+//!
+//! // Calls over 2 s are slow (a 4 s read timeout): the coarse clock.
+//! let config = BreakerConfig::builder()
+//!     .slow_call_duration(Duration::from_secs(2))
+//!     .build()
+//!     .unwrap();
+//! let payments: CircuitBreaker<CoarseClock, 64> =
+//!     CircuitBreaker::new("payments", config, CoarseClock::new());
+//! payments.try_acquire().unwrap().success();
+//! assert_eq!(payments.metrics().slow_calls, 0);
+//! # }
+//! ```
 
 mod config;
 mod error;
@@ -476,7 +516,9 @@ pub type HeapBreaker<C, H = ()> = CircuitBreaker<C, { BreakerConfig::MAX_WINDOW_
 /// word to record — a window of nothing but successes does not change with
 /// one more. Otherwise recording is one compare-and-swap on the window word,
 /// a slot write if the slot changes, and a read of the window's slots when an
-/// outcome may have raised a rate. Slow-call detection adds two clock reads.
+/// outcome may have raised a rate. Slow-call detection adds two clock reads:
+/// two relaxed loads on a [`CoarseClock`](crate::clock::CoarseClock) (see
+/// the module's "Which clock").
 /// No operation allocates.
 pub struct CircuitBreaker<C, const N: usize, H = (), W = Inline<N>> {
     state: AtomicU32,
@@ -853,7 +895,6 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             call,
             classify: Some(classify),
             raw: None,
-            started: false,
         }
     }
 
@@ -1195,31 +1236,38 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     }
 
     /// Admits a call: the closed state inline, everything else out of line.
+    ///
+    /// The slow path returns an `Option<Raw>` (16 bytes: two registers) and
+    /// writes a refusal through `why`, rather than returning the 24-byte
+    /// `Result<Raw, Rejection>`, which goes through memory: the fast path
+    /// then had to build its `Raw` in the same stack slot, field by field,
+    /// and the caller's move of the permit out of it reloaded the 16 bytes
+    /// in one wide load, which stalls on store forwarding (about 6 ns, when
+    /// the caller's `Err` arm was live: `if let`, `match`, `call`).
     #[inline(always)]
     fn acquire_raw(&self) -> Result<Raw, Rejection> {
         let s = self.state.load(Acquire);
         if word::state(s) == CLOSED {
-            return Ok(Raw {
-                gen: word::gen(s),
-                probe: 0,
-                start: self.start(),
-            });
+            return Ok(Raw::new(self.start(), word::gen(s), false));
         }
-        self.acquire_slow(s)
+        let mut why = Rejection::ProbesBusy;
+        match self.acquire_slow(s, &mut why) {
+            Some(raw) => Ok(raw),
+            None => Err(why),
+        }
     }
 
+    /// Every state but closed: a permit, or `None` with the refusal in `why`.
+    #[cold]
     #[inline(never)]
-    fn acquire_slow(&self, mut s: u32) -> Result<Raw, Rejection> {
+    fn acquire_slow(&self, mut s: u32, why: &mut Rejection) -> Option<Raw> {
         loop {
             match word::state(s) {
-                CLOSED => {
-                    return Ok(Raw {
-                        gen: word::gen(s),
-                        probe: 0,
-                        start: self.start(),
-                    })
+                CLOSED => return Some(Raw::new(self.start(), word::gen(s), false)),
+                FORCED_OPEN => {
+                    *why = self.reject(Rejection::ForcedOpen);
+                    return None;
                 }
-                FORCED_OPEN => return Err(self.reject(Rejection::ForcedOpen)),
                 OPEN => {
                     let now = self.now();
                     let opened = match self.began(s, now) {
@@ -1235,24 +1283,25 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                     };
                     let ends = opened.as_nanos().saturating_add(self.config.open_ns);
                     if now.as_nanos() < ends {
-                        return Err(self.reject(Rejection::Open {
+                        *why = self.reject(Rejection::Open {
                             retry_after: hint(ends - now.as_nanos()),
-                        }));
+                        });
+                        return None;
                     }
                     // The wait is over: this call begins a half-open episode
                     // as its first probe.
                     let probing = word::with_taken(word::next(s, HALF_OPEN), 1);
                     match self.transition(s, probing, now) {
                         Ok(()) => {
-                            return Ok(Raw {
-                                gen: word::gen(probing),
-                                probe: 1,
-                                start: if self.config.slow_ns != 0 {
+                            return Some(Raw::new(
+                                if self.config.slow_ns != 0 {
                                     now
                                 } else {
                                     Instant::from_nanos(0)
                                 },
-                            })
+                                word::gen(probing),
+                                true,
+                            ))
                         }
                         Err(actual) => s = actual,
                     }
@@ -1276,7 +1325,8 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                     }
                     let taken = word::taken(s);
                     if taken >= self.config.half_open_calls as u32 {
-                        return Err(self.reject(Rejection::ProbesBusy));
+                        *why = self.reject(Rejection::ProbesBusy);
+                        return None;
                     }
                     let more = word::with_taken(s, taken + 1);
                     match self.state.compare_exchange_weak(s, more, AcqRel, Acquire) {
@@ -1290,23 +1340,13 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                                 };
                                 self.note_admission(word::gen(s), now);
                             }
-                            return Ok(Raw {
-                                gen: word::gen(s),
-                                probe: 1,
-                                start,
-                            });
+                            return Some(Raw::new(start, word::gen(s), true));
                         }
                         Err(actual) => s = actual,
                     }
                 }
                 // DISABLED, the fifth state: admit and record nothing.
-                _ => {
-                    return Ok(Raw {
-                        gen: word::gen(s),
-                        probe: 0,
-                        start: Instant::from_nanos(0),
-                    })
-                }
+                _ => return Some(Raw::new(Instant::from_nanos(0), word::gen(s), false)),
             }
         }
     }
@@ -1320,10 +1360,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             && self.now().as_nanos().saturating_sub(raw.start.as_nanos()) > self.config.slow_ns;
         if !failed
             && !slow
-            && self.state.load(Acquire) == word::make(CLOSED, raw.gen)
+            && self.state.load(Acquire) == word::make(CLOSED, raw.gen())
             && self
                 .window
-                .takes_plain_success_as_is(raw.gen, self.config.window_size as usize)
+                .takes_plain_success_as_is(raw.gen(), self.config.window_size as usize)
         {
             return;
         }
@@ -1344,7 +1384,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
         let mut s = self.state.load(Acquire);
         let state = word::state(s);
-        if word::gen(s) != raw.gen {
+        if word::gen(s) != raw.gen() {
             return Landed::Stale;
         }
         // Disabled records nothing. Open and ForcedOpen hand out no permits,
@@ -1368,11 +1408,11 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
-        let recorded = self
-            .window
-            .record(raw.gen, kind, self.config.window_size as usize, || {
-                self.current(raw.gen)
-            });
+        let recorded =
+            self.window
+                .record(raw.gen(), kind, self.config.window_size as usize, || {
+                    self.current(raw.gen())
+                });
         let Some(recorded) = recorded else {
             return Landed::Stale;
         };
@@ -1386,7 +1426,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         }
         // A half-open probe: it decides the episode, or adds to its successes.
         loop {
-            if word::gen(s) != raw.gen {
+            if word::gen(s) != raw.gen() {
                 // Another probe decided the episode meanwhile.
                 return Landed::Stale;
             }
@@ -1400,7 +1440,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                     word::with_succeeded(s, succeeded)
                 }
             };
-            let result = if word::gen(decided) != raw.gen {
+            let result = if word::gen(decided) != raw.gen() {
                 self.transition(s, decided, self.now())
             } else {
                 self.state
@@ -1416,11 +1456,11 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
 
     /// Gives back the half-open slot of a probe that brought no outcome.
     fn release(&self, raw: Raw) {
-        if raw.probe == 0 {
+        if !raw.is_probe() {
             return;
         }
         let mut s = self.state.load(Acquire);
-        if word::gen(s) == raw.gen
+        if word::gen(s) == raw.gen()
             && word::state(s) == HALF_OPEN
             && self.config.max_half_open_ns != 0
         {
@@ -1435,7 +1475,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                 Expiry::Not => {}
             }
         }
-        while word::gen(s) == raw.gen && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
+        while word::gen(s) == raw.gen() && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
             let fewer = word::with_taken(s, word::taken(s) - 1);
             match self.state.compare_exchange_weak(s, fewer, AcqRel, Acquire) {
                 Ok(_) => return,
@@ -1555,6 +1595,7 @@ enum Expiry {
     Moved(u32),
 }
 
+#[inline]
 pub(crate) fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
     match result {
         Ok(_) => Outcome::Success,
@@ -1751,7 +1792,7 @@ impl<'a, C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CallPermit
     /// assert!(!b.try_acquire().unwrap().is_probe());
     /// ```
     pub fn is_probe(&self) -> bool {
-        self.raw.probe != 0
+        self.raw.is_probe()
     }
 
     /// The breaker this permit belongs to.
@@ -1811,10 +1852,18 @@ fn abandon<C: Clock, const N: usize, H: OnTransition, W: WindowStorage>(
 /// returns, so only an unwind can drop it armed: it reads no thread-local
 /// state and costs nothing when `poll` returns. Without `std` there is no
 /// unwinding to catch (`no_std` targets abort on panic), and no guard.
+///
+/// The caller takes `raw` out of its future for the call (so that an unwind
+/// finds the permit here only, and the future's drop does not see it again)
+/// and puts it back if `poll` is pending. The permit is passed by value, not
+/// by reference to the future's field: a future ready at its first poll then
+/// keeps its permit in registers from admission to record (a round trip
+/// through the field, stored in pieces and reloaded in one wide load,
+/// stalled on store forwarding).
 #[inline(always)]
 pub(crate) fn fail_on_unwind<B: sealed::Guard + ?Sized, R>(
     breaker: &B,
-    raw: &mut Option<Raw>,
+    raw: Option<Raw>,
     poll: impl FnOnce() -> R,
 ) -> R {
     #[cfg(feature = "std")]
@@ -1827,16 +1876,32 @@ pub(crate) fn fail_on_unwind<B: sealed::Guard + ?Sized, R>(
     r
 }
 
+/// Takes the permit out of a future's field, reading its start only if
+/// there is one. `Option::take` reads the whole field, and for `None` its
+/// first eight bytes are whatever the stack slot last held: a narrower store
+/// there (a neighbour's byte, say) makes that wide load stall on store
+/// forwarding, which cost a ready `call` half again its time in the bench.
+#[inline(always)]
+pub(crate) fn take_raw(field: &mut Option<Raw>) -> Option<Raw> {
+    if field.is_none() {
+        return None;
+    }
+    field.take()
+}
+
 /// Armed by [`fail_on_unwind`]: dropped only by an unwind, it records a
 /// failure on the permit it holds.
 #[cfg(feature = "std")]
 struct Unwinding<'a, B: sealed::Guard + ?Sized> {
     breaker: &'a B,
-    raw: &'a mut Option<Raw>,
+    raw: Option<Raw>,
 }
 
 #[cfg(feature = "std")]
 impl<B: sealed::Guard + ?Sized> Drop for Unwinding<'_, B> {
+    // Inlined into the landing pad, so that the guard's fields need not be
+    // stored for an out-of-line drop to read (they are in registers anyway).
+    #[inline(always)]
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
             self.breaker.finish(raw, Outcome::Failure);
@@ -1858,29 +1923,57 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> fmt::Debug
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallPermit")
             .field("breaker", &self.breaker.name)
-            .field("generation", &self.raw.gen)
-            .field("probe", &(self.raw.probe != 0))
+            .field("generation", &self.raw.gen())
+            .field("probe", &(self.raw.is_probe()))
             .finish()
     }
 }
 
 mod sealed {
+    use core::num::NonZeroU32;
+
     use crate::clock::Instant;
 
-    /// What a permit needs to know: its generation, whether it is a
-    /// half-open probe, and when the call began (when slow-call detection is
-    /// on).
+    /// What a permit needs to know: when the call began (when slow-call
+    /// detection is on), its generation, and whether it is a half-open
+    /// probe.
     ///
-    /// `probe` is 0 or 1 in a `u32` rather than a `bool`: with no padding
-    /// bytes in the struct, the permit moves in whole words (a `bool` left
-    /// three padding bytes that the optimiser copied piecemeal, and the
-    /// wide reload that followed stalled on store forwarding: a third of a
-    /// closed-state call).
+    /// Two scalars, so that the compiler passes and returns it (and an
+    /// `Option<Raw>`, through the tag's niche) in two registers and copies
+    /// it field by field: the generation and the probe flag are one
+    /// `NonZeroU32`, `gen << 2 | probe << 1 | 1`. (As three fields it was an
+    /// aggregate: returned through memory, built there in pieces and
+    /// reloaded in wider loads that stalled on store forwarding, 6 ns of a
+    /// 2 ns call. With a `bool` for the flag, the padding bytes were copied
+    /// piecemeal, to the same effect.)
     #[derive(Debug, Clone, Copy)]
     pub struct Raw {
         pub(crate) start: Instant,
-        pub(crate) gen: u32,
-        pub(crate) probe: u32,
+        tag: NonZeroU32,
+    }
+
+    impl Raw {
+        #[inline(always)]
+        pub(crate) const fn new(start: Instant, gen: u32, probe: bool) -> Raw {
+            // `gen` has 13 bits (`word::GEN_BITS`): the shift loses nothing.
+            let bits = gen << 2 | (probe as u32) << 1 | 1;
+            match NonZeroU32::new(bits) {
+                Some(tag) => Raw { start, tag },
+                None => unreachable!(),
+            }
+        }
+
+        /// The generation it was admitted in.
+        #[inline(always)]
+        pub(crate) const fn gen(self) -> u32 {
+            self.tag.get() >> 2
+        }
+
+        /// Whether it is a half-open probe.
+        #[inline(always)]
+        pub(crate) const fn is_probe(self) -> bool {
+            self.tag.get() & 2 != 0
+        }
     }
 
     /// What [`Call`](super::Call) needs from a breaker, so that the future
@@ -1899,12 +1992,15 @@ mod sealed {
 impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> sealed::Guard
     for CircuitBreaker<C, N, H, W>
 {
+    #[inline(always)]
     fn acquire_raw(&self) -> Result<Raw, Rejection> {
         CircuitBreaker::acquire_raw(self)
     }
+    #[inline(always)]
     fn finish(&self, raw: Raw, outcome: Outcome) {
         finish(self, raw, outcome)
     }
+    #[inline]
     fn abandon(&self, raw: Raw) {
         abandon(self, raw)
     }
@@ -1946,14 +2042,15 @@ pin_project_lite::pin_project! {
         #[pin]
         call: F,
         classify: Option<K>,
+        // The permit while the call is pending. Not asked yet: no permit
+        // and the classifier still there; done: no classifier.
         raw: Option<Raw>,
-        started: bool,
     }
 
     impl<'a, B: sealed::Guard, F, K> PinnedDrop for Call<'a, B, F, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(raw) = this.raw.take() {
+            if let Some(raw) = take_raw(this.raw) {
                 this.breaker.abandon(raw);
             }
         }
@@ -1967,25 +2064,32 @@ where
 {
     type Output = Result<T, CallError<E>>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if !*this.started {
-            *this.started = true;
-            match this.breaker.acquire_raw() {
-                Ok(raw) => *this.raw = Some(raw),
-                Err(why) => {
-                    *this.classify = None;
-                    return Poll::Ready(Err(CallError::Rejected(why)));
-                }
-            }
-        }
+        // The breaker, the classifier and the permit stay out of the future
+        // while the call is polled: read before anything is called, they
+        // are known to the optimiser (`call`'s `ErrIsFailure` is a function
+        // pointer: read back after a call it was called indirectly, never
+        // inlined; the breaker was reloaded through a store), and a call
+        // ready at its first poll never stores its permit (see
+        // `fail_on_unwind`).
+        let breaker: &B = this.breaker;
         let Some(classify) = this.classify.take() else {
             panic!("`Call` polled after completion");
         };
+        let raw = match take_raw(this.raw) {
+            Some(raw) => raw,
+            None => match breaker.acquire_raw() {
+                Ok(raw) => raw,
+                Err(why) => return Poll::Ready(Err(CallError::Rejected(why))),
+            },
+        };
         let call = this.call;
         // A panic in the call or its classifier is a failure, recorded as it
-        // unwinds (see `fail_on_unwind`). Pending, the classifier comes back.
-        let polled = fail_on_unwind(*this.breaker, this.raw, move || match call.poll(cx) {
+        // unwinds (see `fail_on_unwind`). Pending, the classifier and the
+        // permit go back.
+        let polled = fail_on_unwind(breaker, Some(raw), move || match call.poll(cx) {
             Poll::Pending => Err(classify),
             Poll::Ready(result) => {
                 let outcome = classify(&result);
@@ -1996,12 +2100,11 @@ where
             Ok(done) => done,
             Err(classify) => {
                 *this.classify = Some(classify);
+                *this.raw = Some(raw);
                 return Poll::Pending;
             }
         };
-        if let Some(raw) = this.raw.take() {
-            this.breaker.finish(raw, outcome);
-        }
+        breaker.finish(raw, outcome);
         Poll::Ready(result.map_err(CallError::Failed))
     }
 }
@@ -2009,7 +2112,7 @@ where
 impl<B: sealed::Guard, F, K> fmt::Debug for Call<'_, B, F, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
-            .field("started", &self.started)
+            .field("started", &(self.raw.is_some() || self.classify.is_none()))
             .field("done", &self.classify.is_none())
             .finish_non_exhaustive()
     }

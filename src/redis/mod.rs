@@ -708,13 +708,14 @@ impl<R: Runtime> GlobalBulkhead<R> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn call<C, const N: usize, W, F, Fut, T, E>(
+    pub async fn call<C, const N: usize, W, B, F, Fut, T, E>(
         &self,
-        policy: &Policy<C, N, W>,
+        policy: &Policy<C, N, W, B>,
         make: F,
     ) -> Result<T, policy::Error<E>>
     where
         C: Timer + Clone,
+        B: crate::clock::Clock,
         W: crate::breaker::WindowStorage,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
