@@ -32,6 +32,8 @@ use crate::breaker::{
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
+use crate::retry::{Jitter, RetryBudget, RetryConfig, RetryConfigBuilder, RetryConfigError};
+use crate::sync::{AtomicUsize, Ordering};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
 /// a bulkhead is a fail-fast limit, not a queue (wait for a slot 100 ms or
@@ -65,6 +67,7 @@ pub struct PolicyConfig {
     max_wait: Duration,
     call_timeout: Duration,
     breaker: BreakerConfig,
+    retry: RetryConfig,
 }
 
 impl PolicyConfig {
@@ -89,6 +92,7 @@ impl PolicyConfig {
             max_wait: Duration::from_millis(100),
             call_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::DEFAULT,
+            retry: RetryConfig::builder(),
             allow_long_max_wait: false,
             from_pool: false,
         }
@@ -178,6 +182,20 @@ impl PolicyConfig {
     pub const fn breaker(&self) -> &BreakerConfig {
         &self.breaker
     }
+
+    /// How calls marked idempotent are retried ([`Policy::call_idempotent`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// let inventory = PolicyConfig::builder(8).build().unwrap();
+    /// assert_eq!(inventory.retry().max_attempts(), 2); // one retry
+    /// ```
+    pub const fn retry(&self) -> &RetryConfig {
+        &self.retry
+    }
 }
 
 /// Builds a [`PolicyConfig`]; [`build`](Self::build) checks every setting.
@@ -199,13 +217,14 @@ impl PolicyConfig {
 /// assert_eq!(payments.max_wait(), Duration::from_millis(100));
 /// assert_eq!(search.max_wait(), Duration::ZERO);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct PolicyConfigBuilder {
     max_concurrent: usize,
     max_wait: Duration,
     call_timeout: Duration,
     breaker: BreakerConfig,
+    retry: RetryConfigBuilder,
     allow_long_max_wait: bool,
     /// Made by [`PolicyConfig::for_pool`]: a zero size is the pool's.
     from_pool: bool,
@@ -302,6 +321,35 @@ impl PolicyConfigBuilder {
         self
     }
 
+    /// How calls marked idempotent are retried (default: see
+    /// [`RetryConfig`]); checked by [`build`](Self::build). Only
+    /// [`Policy::call_idempotent`] and its relatives retry: a plain
+    /// [`call`](Policy::call) never does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::{PolicyConfig, PolicyConfigError};
+    /// use watertight::retry::{RetryConfig, RetryConfigError};
+    ///
+    /// let search = PolicyConfig::builder(8)
+    ///     .retry(RetryConfig::builder().max_attempts(3))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(search.retry().max_attempts(), 3);
+    ///
+    /// let err = PolicyConfig::builder(8)
+    ///     .retry(RetryConfig::builder().max_attempts(0))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, PolicyConfigError::Retry(RetryConfigError::AttemptsZero));
+    /// assert_eq!(err.field(), "retry_max_attempts");
+    /// ```
+    pub const fn retry(mut self, retry: RetryConfigBuilder) -> Self {
+        self.retry = retry;
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -349,11 +397,16 @@ impl PolicyConfigBuilder {
         if self.call_timeout.is_zero() {
             return Err(PolicyConfigError::CallTimeoutZero);
         }
+        let retry = match self.retry.build() {
+            Ok(r) => r,
+            Err(e) => return Err(PolicyConfigError::Retry(e)),
+        };
         Ok(PolicyConfig {
             max_concurrent: self.max_concurrent,
             max_wait: self.max_wait,
             call_timeout: self.call_timeout,
             breaker: self.breaker,
+            retry,
         })
     }
 }
@@ -396,6 +449,8 @@ pub enum PolicyConfigError {
     CallTimeoutZero,
     /// The breaker's config does not fit the policy's window capacity `N`.
     Breaker(BreakerConfigError),
+    /// The retry config is invalid.
+    Retry(RetryConfigError),
 }
 
 /// A setting of a [`PolicyConfig`], as [`PolicyConfigError::field`] names
@@ -432,6 +487,12 @@ pub enum PolicyField {
     CallTimeout,
     /// A setting of the breaker.
     Breaker(BreakerField),
+    /// `retry_max_attempts`.
+    RetryMaxAttempts,
+    /// `retry_backoff` (its base and its cap).
+    RetryBackoff,
+    /// `retry_budget` (its tokens and its ratio).
+    RetryBudget,
 }
 
 impl PolicyField {
@@ -451,6 +512,9 @@ impl PolicyField {
             PolicyField::MaxWait => "max_wait",
             PolicyField::CallTimeout => "call_timeout",
             PolicyField::Breaker(f) => f.name(),
+            PolicyField::RetryMaxAttempts => "retry_max_attempts",
+            PolicyField::RetryBackoff => "retry_backoff",
+            PolicyField::RetryBudget => "retry_budget",
         }
     }
 }
@@ -491,6 +555,12 @@ impl PolicyConfigError {
             PolicyConfigError::MaxWaitTooLong { .. } => PolicyField::MaxWait,
             PolicyConfigError::CallTimeoutZero => PolicyField::CallTimeout,
             PolicyConfigError::Breaker(e) => PolicyField::Breaker(e.field()),
+            PolicyConfigError::Retry(e) => match e {
+                RetryConfigError::AttemptsZero => PolicyField::RetryMaxAttempts,
+                RetryConfigError::BaseBackoffZero
+                | RetryConfigError::BackoffCapBelowBase { .. } => PolicyField::RetryBackoff,
+                _ => PolicyField::RetryBudget,
+            },
         }
     }
 }
@@ -510,6 +580,7 @@ impl fmt::Display for PolicyConfigError {
             ),
             PolicyConfigError::CallTimeoutZero => f.write_str("call_timeout must not be zero"),
             PolicyConfigError::Breaker(e) => write!(f, "breaker: {e}"),
+            PolicyConfigError::Retry(e) => write!(f, "retry: {e}"),
         }
     }
 }
@@ -802,6 +873,53 @@ pub struct Policy<C, const N: usize = 64, W = Inline<N>, B = C> {
     clock: C,
     max_wait: Duration,
     call_timeout: Duration,
+    retry: Retries,
+}
+
+/// What a policy keeps for its retries: their config, the system's budget,
+/// the jitter's sequence and the counts.
+#[derive(Debug)]
+pub(crate) struct Retries {
+    config: RetryConfig,
+    budget: RetryBudget,
+    jitter: Jitter,
+    after_failure: AtomicUsize,
+    after_timeout: AtomicUsize,
+    budget_exhausted: AtomicUsize,
+}
+
+impl Retries {
+    fn new(name: &'static str, config: RetryConfig) -> Self {
+        Retries {
+            budget: RetryBudget::new(&config),
+            jitter: Jitter::new(config.seed().unwrap_or_else(|| default_seed(name))),
+            config,
+            after_failure: AtomicUsize::new(0),
+            after_timeout: AtomicUsize::new(0),
+            budget_exhausted: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The jitter's seed when the config sets none: with `std`, random per
+/// policy (std's per-process hash keys and the time), so that replicas do
+/// not retry in step; without it, the name's FNV-1a hash.
+fn default_seed(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    #[cfg(feature = "std")]
+    {
+        use core::hash::{BuildHasher, Hasher};
+        let mut r = std::collections::hash_map::RandomState::new().build_hasher();
+        r.write_u64(h);
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            r.write_u128(t.as_nanos());
+        }
+        h = r.finish();
+    }
+    h
 }
 
 /// A [`Policy`] whose breaker window is sized from config at run time
@@ -941,6 +1059,7 @@ impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
             clock,
             max_wait: config.max_wait,
             call_timeout: config.call_timeout,
+            retry: Retries::new(name, config.retry),
         })
     }
 }
@@ -1223,6 +1342,7 @@ mod sealed {
         pub(crate) clock: &'a C,
         pub(crate) max_wait: Duration,
         pub(crate) call_timeout: Duration,
+        pub(crate) retry: &'a super::Retries,
     }
 
     /// A way to reach a policy: a reference, or an `Arc`.
@@ -1284,6 +1404,7 @@ impl<C, const N: usize, W, B> Policy<C, N, W, B> {
             clock: &self.clock,
             max_wait: self.max_wait,
             call_timeout: self.call_timeout,
+            retry: &self.retry,
         }
     }
 }
@@ -1435,6 +1556,11 @@ pin_project_lite::pin_project! {
 }
 
 impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
+    /// The call's starter, which a retry takes back after the attempt.
+    pub(crate) fn dispatch_mut(self: Pin<&mut Self>) -> &mut D {
+        self.project().dispatch
+    }
+
     pub(crate) fn new(policy: R, budget: Option<Instant>, dispatch: D, classify: K) -> Self {
         PolicyCall {
             policy,
@@ -1471,6 +1597,7 @@ where
             clock,
             max_wait,
             call_timeout,
+            ..
         } = this.policy.parts();
         let name = bulkhead.name();
         let budget = *this.budget;
@@ -1688,5 +1815,476 @@ impl<R: Handle, D: Dispatch, K> fmt::Debug for PolicyCall<R, D, K> {
             .field("slot_held", &self.held)
             .field("running", &self.fut.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Retries: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.
+
+/// How many retries a policy has made, and why, and how often its budget
+/// said no ([`Policy::retry_metrics`]).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+///
+/// let clock = ManualClock::new();
+/// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+/// let m = p.retry_metrics();
+/// assert_eq!((m.after_failure, m.after_timeout, m.budget_exhausted), (0, 0, 0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RetryMetrics {
+    /// Retries of a call that failed.
+    pub after_failure: usize,
+    /// Retries of a call that ran out of its call timeout.
+    pub after_timeout: usize,
+    /// Failed calls the budget did not let retry.
+    pub budget_exhausted: usize,
+}
+
+impl<C, const N: usize, W, B> Policy<C, N, W, B> {
+    /// The retry counts (see [`RetryMetrics`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.retry_metrics().after_failure, 0);
+    /// ```
+    pub fn retry_metrics(&self) -> RetryMetrics {
+        let r = &self.retry;
+        RetryMetrics {
+            after_failure: r.after_failure.load(Ordering::Relaxed),
+            after_timeout: r.after_timeout.load(Ordering::Relaxed),
+            budget_exhausted: r.budget_exhausted.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The system's retry budget, shared by every idempotent call through
+    /// this policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.retry_budget().tokens(), 10.0);
+    /// ```
+    pub fn retry_budget(&self) -> &RetryBudget {
+        &self.retry.budget
+    }
+
+    /// The retry config.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock; use watertight::policy::{Policy, PolicyConfig};
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// assert_eq!(p.retry_config().max_attempts(), 2);
+    /// ```
+    pub fn retry_config(&self) -> &RetryConfig {
+        &self.retry.config
+    }
+}
+
+impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
+    /// Like [`call`](Self::call), for a call that is safe to make twice:
+    /// a failure or a call timeout is retried, each attempt through the
+    /// whole policy again (its own slot, the breaker, its own timeout), up
+    /// to the config's attempts, after a backoff with full jitter, while
+    /// the retry budget allows. A refusal by the policy (bulkhead full,
+    /// breaker open, budget spent) is never retried, nor a success.
+    ///
+    /// `make` is called once per attempt. Add a request budget with
+    /// [`within`](Retrying::within), a classifier with
+    /// [`classify`](Retrying::classify), a server's `Retry-After` with
+    /// [`retry_after`](Retrying::retry_after).
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call): the last attempt's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the attempt in flight (as dropping a
+    /// [`PolicyCall`] does: its slot goes back, the breaker records
+    /// nothing) or the backoff sleep (no slot is held during it), and
+    /// records nothing in the budget.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::cell::Cell;
+    /// use core::future::IntoFuture;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let tries = Cell::new(0);
+    /// let mut call = core::pin::pin!(p.call_idempotent(|| {
+    ///     tries.set(tries.get() + 1);
+    ///     let n = tries.get();
+    ///     async move { if n == 1 { Err("reset by peer") } else { Ok("hits") } }
+    /// }).into_future());
+    /// // The first attempt fails; the retry waits its backoff (at most 50 ms).
+    /// assert!(futures_lite::future::poll_once(call.as_mut()).await.is_none());
+    /// clock.advance(core::time::Duration::from_millis(50));
+    /// assert_eq!(call.await, Ok("hits"));
+    /// assert_eq!(tries.get(), 2);
+    /// # });
+    /// ```
+    pub fn call_idempotent<F, Fut, T, E>(
+        &self,
+        make: F,
+    ) -> Retrying<'_, C, N, W, B, F, ErrIsFailure<T, E>, NoHint>
+    where
+        C: Timer,
+        B: Clock,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        Retrying {
+            policy: self,
+            budget: None,
+            make,
+            classify: err_is_failure,
+            hint: NoHint,
+        }
+    }
+}
+
+/// No `Retry-After` hint: the backoff is the config's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHint;
+
+/// A hint from the call's error: how long to wait before the retry.
+pub trait RetryHint<E> {
+    /// `Some(d)`: wait `d` (a server's `Retry-After`) instead of the
+    /// jittered backoff. `None`: the backoff.
+    fn retry_after(&mut self, error: &E) -> Option<Duration>;
+}
+
+impl<E> RetryHint<E> for NoHint {
+    fn retry_after(&mut self, _: &E) -> Option<Duration> {
+        None
+    }
+}
+
+impl<E, H: FnMut(&E) -> Option<Duration>> RetryHint<E> for H {
+    fn retry_after(&mut self, error: &E) -> Option<Duration> {
+        self(error)
+    }
+}
+
+/// A retrying call, before it starts: [`Policy::call_idempotent`]'s value.
+/// Set its options, then `.await` it.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::deadline::Deadline;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::Outcome;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+/// let request = Deadline::after(&clock, Duration::from_millis(1500));
+/// let hits = p
+///     .call_idempotent(|| async { Ok::<_, u16>("hits") })
+///     .within(&request)
+///     .classify(|r: &Result<&str, u16>| match r {
+///         Err(404) => Outcome::Success, // the system answered
+///         Err(_) => Outcome::Failure,
+///         Ok(_) => Outcome::Success,
+///     })
+///     .retry_after(|status: &u16| (*status == 503).then(|| Duration::from_secs(1)))
+///     .await;
+/// assert_eq!(hits, Ok("hits"));
+/// # });
+/// ```
+#[must_use = "a retrying call does nothing until it is awaited"]
+pub struct Retrying<'p, C, const N: usize, W, B, F, K, H> {
+    policy: &'p Policy<C, N, W, B>,
+    budget: Option<Instant>,
+    make: F,
+    classify: K,
+    hint: H,
+}
+
+impl<C, const N: usize, W, B, F, K, H> fmt::Debug for Retrying<'_, C, N, W, B, F, K, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retrying")
+            .field("system", &self.policy.bulkhead.name())
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'p, C, const N: usize, W, B, F, K, H> Retrying<'p, C, N, W, B, F, K, H> {
+    /// Within a request budget: no attempt runs past it, no backoff sleeps
+    /// past it, and no attempt starts with less than the config's
+    /// [`min_attempt_time`](RetryConfig::min_attempt_time) of it left.
+    pub fn within(mut self, budget: &Deadline<C>) -> Self
+    where
+        C: Clock,
+    {
+        self.budget = Some(budget.instant());
+        self
+    }
+
+    /// With a classifier (called once or twice per attempt: keep it pure).
+    /// Only what it calls a [`Failure`](Outcome::Failure) is retried.
+    pub fn classify<K2>(self, classify: K2) -> Retrying<'p, C, N, W, B, F, K2, H> {
+        Retrying {
+            policy: self.policy,
+            budget: self.budget,
+            make: self.make,
+            classify,
+            hint: self.hint,
+        }
+    }
+
+    /// With a hint from the error: `Some(d)` waits `d` before the retry
+    /// (a server's `Retry-After`) instead of the jittered backoff; still
+    /// never past the request budget.
+    pub fn retry_after<H2>(self, hint: H2) -> Retrying<'p, C, N, W, B, F, K, H2> {
+        Retrying {
+            policy: self.policy,
+            budget: self.budget,
+            make: self.make,
+            classify: self.classify,
+            hint,
+        }
+    }
+}
+
+impl<'p, C, const N: usize, W, B, F, Fut, T, E, K, H> core::future::IntoFuture
+    for Retrying<'p, C, N, W, B, F, K, H>
+where
+    C: Timer,
+    W: WindowStorage,
+    B: Clock,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    K: Fn(&Result<T, E>) -> Outcome + Clone,
+    H: RetryHint<E>,
+{
+    type Output = Result<T, Error<E>>;
+    type IntoFuture = RetryCall<&'p Policy<C, N, W, B>, F, Fut, K, H>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let first = PolicyCall::new(
+            self.policy,
+            self.budget,
+            MakeMut(Some(self.make)),
+            self.classify.clone(),
+        );
+        RetryCall {
+            policy: self.policy,
+            budget: self.budget,
+            classify: self.classify,
+            hint: self.hint,
+            attempts: 1,
+            make: None,
+            attempt: Some(first),
+            backoff: None,
+        }
+    }
+}
+
+/// Starts an attempt by calling the closure, which it keeps (so that the
+/// retry can take it back for the next attempt).
+#[derive(Debug)]
+pub struct MakeMut<F>(Option<F>);
+
+impl<F: FnMut() -> Fut, Fut: Future> Dispatch for MakeMut<F> {
+    type Future = Fut;
+    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
+        let make = self
+            .0
+            .as_mut()
+            .expect("the closure is back before each attempt");
+        Poll::Ready(Ok(make()))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a [`Retrying`] call: attempts through the policy and
+    /// the backoff sleeps between them.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`Policy::call_idempotent`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct RetryCall<R: Handle, F: FnMut() -> Fut, Fut: Future, K, H> {
+        policy: R,
+        budget: Option<Instant>,
+        classify: K,
+        hint: H,
+        attempts: u32,
+        // The closure, between attempts.
+        make: Option<F>,
+        #[pin]
+        attempt: Option<PolicyCall<R, MakeMut<F>, K>>,
+        #[pin]
+        backoff: Option<SleepOf<R>>,
+    }
+}
+
+impl<R: Handle, F: FnMut() -> Fut, Fut: Future, K, H> fmt::Debug for RetryCall<R, F, Fut, K, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryCall")
+            .field("system", &self.policy.parts().bulkhead.name())
+            .field("attempts", &self.attempts)
+            .field("backing_off", &self.backoff.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an attempt is retried: the label of `retries_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RetryReason {
+    Failure,
+    Timeout,
+}
+
+impl<R, F, Fut, T, E, K, H> Future for RetryCall<R, F, Fut, K, H>
+where
+    R: Handle + Clone,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    K: Fn(&Result<T, E>) -> Outcome + Clone,
+    H: RetryHint<E>,
+{
+    type Output = Result<T, Error<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let handle = this.policy.clone();
+        let parts = handle.parts();
+        let (retry, clock) = (parts.retry, parts.clock);
+        #[cfg(feature = "tracing")]
+        let name = parts.bulkhead.name();
+        loop {
+            if let Some(sleep) = this.backoff.as_mut().as_pin_mut() {
+                core::task::ready!(sleep.poll(cx));
+                this.backoff.set(None);
+                *this.attempts += 1;
+                let make = this.make.take();
+                this.attempt.set(Some(PolicyCall::new(
+                    handle.clone(),
+                    *this.budget,
+                    MakeMut(make),
+                    this.classify.clone(),
+                )));
+            }
+            let mut call = this
+                .attempt
+                .as_mut()
+                .as_pin_mut()
+                .expect("`RetryCall` polled after completion");
+            let out = core::task::ready!(call.as_mut().poll(cx));
+            let make = call.dispatch_mut().0.take();
+            this.attempt.set(None);
+
+            // What the attempt says about the system, and whether to retry.
+            let (out, reason) = match out {
+                Ok(v) => {
+                    retry.budget.succeeded();
+                    return Poll::Ready(Ok(v));
+                }
+                Err(Error {
+                    system,
+                    kind: ErrorKind::Call(e),
+                }) => {
+                    let judged: Result<T, E> = Err(e);
+                    let outcome = (this.classify)(&judged);
+                    let Err(e) = judged else {
+                        unreachable!("made as an error just above")
+                    };
+                    let err = Error::new(system, ErrorKind::Call(e));
+                    match outcome {
+                        Outcome::Failure => (err, RetryReason::Failure),
+                        Outcome::Success => {
+                            retry.budget.succeeded();
+                            return Poll::Ready(Err(err));
+                        }
+                        _ => return Poll::Ready(Err(err)),
+                    }
+                }
+                Err(err) if matches!(err.kind(), ErrorKind::DeadlineExceeded) => {
+                    let now = clock.now();
+                    // Out of the request's budget, not the call timeout:
+                    // nothing to say about the system, no time to retry.
+                    if this.budget.is_some_and(|end| now >= end) {
+                        return Poll::Ready(Err(err));
+                    }
+                    (err, RetryReason::Timeout)
+                }
+                // A refusal by the policy's own layers: stop.
+                Err(err) => return Poll::Ready(Err(err)),
+            };
+
+            // A retryable failure: it takes its token whatever comes next.
+            if *this.attempts >= retry.config.max_attempts() {
+                retry.budget.failed();
+                return Poll::Ready(Err(out));
+            }
+            let now = clock.now();
+            let hinted = match out.kind() {
+                ErrorKind::Call(e) => this.hint.retry_after(e),
+                _ => None,
+            };
+            let wait = hinted
+                .unwrap_or_else(|| retry.jitter.up_to(retry.config.backoff_cap(*this.attempts)));
+            let start = now.saturating_add(wait);
+            if let Some(end) = *this.budget {
+                if end.saturating_duration_since(start) < retry.config.min_attempt_time() {
+                    retry.budget.failed();
+                    return Poll::Ready(Err(out));
+                }
+            }
+            if !retry.budget.failed_may_retry() {
+                retry.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "tracing")]
+                tracing::debug!(
+                    system = name,
+                    "retry budget exhausted: the failed call is not retried"
+                );
+                return Poll::Ready(Err(out));
+            }
+            match reason {
+                RetryReason::Failure => &retry.after_failure,
+                RetryReason::Timeout => &retry.after_timeout,
+            }
+            .fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "tracing")]
+            tracing::info!(
+                system = name,
+                reason = match reason {
+                    RetryReason::Failure => "failure",
+                    RetryReason::Timeout => "timeout",
+                },
+                attempt = *this.attempts + 1,
+                backoff_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                "retrying a call"
+            );
+            *this.make = make;
+            this.backoff.set(Some(clock.sleep_until(start)));
+        }
     }
 }

@@ -68,7 +68,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 /// assert_eq!(retry.base_backoff(), Duration::from_millis(50));
 /// assert_eq!(retry.budget_max_tokens(), 10);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryConfig {
     max_attempts: u32,
     base_backoff: Duration,
@@ -77,7 +77,6 @@ pub struct RetryConfig {
     budget_max_tokens: u32,
     /// Thousandths of a token per success.
     budget_ratio_milli: u32,
-    budget_ratio_percent: f32,
     seed: Option<u64>,
 }
 
@@ -176,16 +175,19 @@ impl RetryConfig {
         self.budget_max_tokens
     }
 
-    /// The share of a token each success gives back, in percent.
+    /// The share of a token each success gives back, in percent, as in
+    /// effect: to the 0.1 % below what was asked.
     ///
     /// # Examples
     ///
     /// ```
     /// # use watertight::retry::RetryConfig;
     /// assert_eq!(RetryConfig::DEFAULT.budget_ratio_percent(), 10.0);
+    /// let fine = RetryConfig::builder().budget(10, 2.55).build().unwrap();
+    /// assert_eq!(fine.budget_ratio_percent(), 2.5);
     /// ```
-    pub const fn budget_ratio_percent(&self) -> f32 {
-        self.budget_ratio_percent
+    pub fn budget_ratio_percent(&self) -> f32 {
+        self.budget_ratio_milli as f32 / 10.0
     }
 
     /// The jitter's seed, if one was set.
@@ -236,7 +238,7 @@ impl RetryConfig {
 /// let retry = RetryConfig::builder().budget(100, 20.0).build().unwrap();
 /// assert_eq!(retry.budget_max_tokens(), 100);
 /// ```
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RetryConfigBuilder {
     max_attempts: u32,
@@ -343,7 +345,6 @@ impl RetryConfigBuilder {
             min_attempt_time: self.min_attempt_time,
             budget_max_tokens: self.budget_max_tokens,
             budget_ratio_milli: if milli == 0 { 1 } else { milli },
-            budget_ratio_percent: r,
             seed: self.seed,
         })
     }
