@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `policy/call` | ours `policy.call(\|\| async { Ok(()) }).await`; peers `let _p = sem.acquire().await?; breaker.call(timeout(30 s, async { Ok(()) })).await` |
 //! | `policy/forms` | ours only: `call(ready).await` written as `.unwrap()`, `if let Ok(..)`, a `match` whose `Err` arm uses the error, `?` in a function returning it, and `call_with` with a classifier closure; the policy behind `black_box` (every `Err` arm live) |
+//! | `policy/slow-timing` | ours with `slow_call_duration(1 s)`, the breaker timing on `CoarseClock`, `StdClock` or `TokioClock` (`Policy::with_breaker_clock`; the waits on `TokioClock`), beside ours untimed and the peers' stack, all in one run |
 //! | `policy/call_within` | the same inside a 1.5 s request budget made per call: ours `call_within(&Deadline::after(TokioClock, 1.5 s), …)`; peers the stack inside an outer `timeout(1.5 s, …)` |
 //! | `policy/parts` | references for reading the above, each a loop in the same `block_on`: ours `timeout(TokioClock, 30 s, ready)`, `tokio::time::timeout(30 s, ready)`, a `std::time::Instant::now()` and a `TokioClock::now()`, a free `Bulkhead::acquire_timeout(100 ms)` + drop, a free tokio `Semaphore::acquire` + drop, a closed-state `CircuitBreaker::call` and failsafe's, and `watertight-floor`: our three layers' atomics with no clock read and no sleep (`try_acquire` a slot, `try_acquire` a breaker permit, the call, its record) |
 //!
@@ -38,7 +39,8 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tokio::runtime::Runtime;
-use watertight::clock::{Clock, TokioClock};
+use watertight::breaker::Inline;
+use watertight::clock::{Clock, CoarseClock, StdClock, TokioClock};
 use watertight::deadline::{timeout, Deadline};
 use watertight::policy::{Policy, PolicyConfig};
 use watertight::{BreakerConfig, Bulkhead, CircuitBreaker, Outcome};
@@ -181,6 +183,78 @@ fn call_within(c: &mut Criterion, rt: &Runtime) {
     check_nothing_failed(&ours, &peers);
 }
 
+/// A policy whose breaker times every call against `slow_call_duration(1 s)`
+/// on `breaker_clock`, its waits on `TokioClock`.
+fn ours_timed<B: Clock>(breaker_clock: B) -> Policy<TokioClock, 64, Inline<64>, B> {
+    let breaker = BreakerConfig::builder()
+        .slow_call_duration(Duration::from_secs(1))
+        .build()
+        .expect("slow-call config");
+    let config = PolicyConfig::builder(MAX_CONCURRENT)
+        .max_wait(MAX_WAIT)
+        .call_timeout(CALL_TIMEOUT)
+        .breaker(breaker)
+        .build()
+        .expect("policy config");
+    Policy::with_breaker_clock("bench", config, TokioClock, breaker_clock).expect("policy")
+}
+
+/// A policy call with slow-call timing on, the breaker on each clock, beside
+/// the untimed call and the peers' stack, in one run.
+fn slow_timing(c: &mut Criterion, rt: &Runtime) {
+    let untimed = ours();
+    let on_tokio = ours_timed(TokioClock);
+    let on_std = ours_timed(StdClock);
+    let coarse = CoarseClock::new();
+    let on_coarse = ours_timed(coarse.clone());
+    let peers = peers();
+    let mut g = c.benchmark_group("policy/slow-timing");
+    g.bench_function("watertight-untimed", |b| {
+        b.iter_custom(|iters| {
+            looped(rt, iters, || async {
+                black_box(&untimed).call(ready).await.unwrap();
+            })
+        })
+    });
+    g.bench_function("watertight-coarse", |b| {
+        b.iter_custom(|iters| {
+            looped(rt, iters, || async {
+                black_box(&on_coarse).call(ready).await.unwrap();
+            })
+        })
+    });
+    g.bench_function("watertight-std", |b| {
+        b.iter_custom(|iters| {
+            looped(rt, iters, || async {
+                black_box(&on_std).call(ready).await.unwrap();
+            })
+        })
+    });
+    g.bench_function("watertight-tokio", |b| {
+        b.iter_custom(|iters| {
+            looped(rt, iters, || async {
+                black_box(&on_tokio).call(ready).await.unwrap();
+            })
+        })
+    });
+    g.bench_function("tokio+failsafe", |b| {
+        b.iter_custom(|iters| {
+            looped(rt, iters, || async {
+                peer_call(black_box(&peers)).await.unwrap();
+            })
+        })
+    });
+    g.finish();
+    for m in [
+        on_tokio.breaker().metrics(),
+        on_std.breaker().metrics(),
+        on_coarse.breaker().metrics(),
+    ] {
+        assert_eq!((m.failed_calls, m.slow_calls), (0, 0), "{m:?}");
+    }
+    check_nothing_failed(&untimed, &peers);
+}
+
 /// A policy call written each way a caller writes it (`policy/forms`): the
 /// policy is behind `black_box`, so every `Err` arm is live code; each form
 /// should cost the same.
@@ -211,9 +285,19 @@ mod forms {
     }
 
     /// `?` in a function returning the error.
-    pub(super) async fn question(p: &Ours) -> Result<(), Error<()>> {
+    async fn fallible(p: &Ours) -> Result<(), Error<()>> {
         black_box(p).call(ready).await?;
         Ok(())
+    }
+
+    /// The `?` form, its caller handling the error. (Every form consumes its
+    /// result where it gets it: `black_box` of a whole 32-byte result, of
+    /// which a success writes only the tag, would copy it in wide loads,
+    /// which stall on store forwarding and time the harness, not the form.)
+    pub(super) async fn question(p: &Ours) {
+        if let Err(e) = fallible(p).await {
+            black_box(e.retry_after());
+        }
     }
 
     pub(super) async fn call_with(p: &Ours) {
@@ -226,7 +310,14 @@ mod forms {
                 }
             })
             .await;
-        black_box(got).unwrap();
+        match got {
+            Ok(v) => {
+                black_box(v);
+            }
+            Err(e) => {
+                black_box(e.retry_after());
+            }
+        }
     }
 }
 
@@ -365,6 +456,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     call(&mut c, &rt);
     forms(&mut c, &rt);
+    slow_timing(&mut c, &rt);
     call_within(&mut c, &rt);
     parts(&mut c, &rt);
     c.final_summary();

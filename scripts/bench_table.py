@@ -21,9 +21,13 @@ benches have results there:
   clock reads measured in the same run; the sizes;
 - policy: ns per policy call with nothing failing for watertight and the
   peers' stack (tokio `Semaphore` + failsafe + `tokio::time::timeout`), the
-  peers' ratio to watertight, with and without a request budget; then the
-  parts measured in the same run (each layer alone, the clock reads, our
-  layers with no clock read).
+  peers' ratio to watertight, with and without a request budget, and with
+  slow-call timing on (the breaker on `CoarseClock`, `StdClock`,
+  `TokioClock`); then the parts measured in the same run (each layer alone,
+  the clock reads, our layers with no clock read);
+- the forms groups (breaker, bulkhead, policy): one call written each way a
+  caller writes it (`unwrap`, `if let`, `match`, `?`, `call`, `call_with`),
+  ns and ratio to the group's fastest form.
 
 Usage: python3 scripts/bench_table.py [CRITERION_DIR] [--baseline NAME] [--all]
                                       [--only bulkhead|breaker|policy]
@@ -80,8 +84,19 @@ BREAKER_ROWS = [
     ),
     (
         "breaker/slow-timing/sync",
+        "watertight-untimed",
+        "slow-timing group, ours untimed (slow calls off; the two rows below in the same run)",
+    ),
+    (
+        "breaker/slow-timing/sync",
+        "watertight-coarse",
+        "slow-call timing on (ours: `slow_call_duration(1 s)`, `CoarseClock`; recloser and "
+        "failsafe's default time nothing, failsafe consecutive reads the clock once), sync",
+    ),
+    (
+        "breaker/slow-timing/sync",
         "watertight",
-        "slow-call timing on (ours: `slow_call_duration(1 s)`, `StdClock`; peers have none), sync",
+        "slow-call timing on (ours: `slow_call_duration(1 s)`, `StdClock`), sync",
     ),
     (
         "breaker/contended/2-threads",
@@ -105,6 +120,36 @@ POLICY_ROWS = [
         "peers inside an outer `timeout(1.5 s, ..)`",
     ),
 ]
+# Policy with slow-call timing on: (function, row title), beside the peers'
+# stack in the same group.
+POLICY_SLOW_GROUP = "policy/slow-timing"
+POLICY_SLOW_ROWS = [
+    ("watertight-untimed", "slow-timing group, ours untimed (`BreakerConfig::DEFAULT`)"),
+    (
+        "watertight-coarse",
+        "slow-call timing on: `slow_call_duration(1 s)`, the breaker on `CoarseClock` "
+        "(`Policy::with_breaker_clock`)",
+    ),
+    ("watertight-std", "the same, the breaker on `StdClock`"),
+    ("watertight-tokio", "the same, the breaker on `TokioClock` (the policy's own clock)"),
+]
+# The forms groups: (group, what); each row a form, with its ratio to the
+# fastest form of the group.
+FORMS = [
+    ("breaker/forms/sync", "breaker, one closed-state call (`benches/breaker.rs`)"),
+    ("uncontended/try_acquire-forms", "bulkhead, `try_acquire` + drop (`benches/bulkhead.rs`)"),
+    ("policy/forms", "policy, `call(ready).await` in a tokio current-thread loop (`benches/policy.rs`)"),
+]
+FORM_ORDER = ["unwrap", "if-let", "match-err", "question-mark", "call", "call_with"]
+FORM_TITLE = {
+    "unwrap": "`.unwrap()`",
+    "if-let": "`if let Ok(..)`",
+    "match-err": "`match`, the `Err` arm using the error",
+    "question-mark": "`?` in a fn returning the error",
+    "call": "`call(..)` (polled once)",
+    "call_with": "`call_with(.., classifier)`",
+    "ref-poll-ready": "the trivial call's future alone, polled once the same way (no breaker)",
+}
 POLICY_PARTS_GROUP = "policy/parts"
 # (function, what) in the order shown.
 POLICY_PARTS = [
@@ -257,7 +302,8 @@ def other_tables(data: dict) -> list:
         {gid for gid, _ in UNCONTENDED}
         | {gid for gid, _, _ in BREAKER_ROWS}
         | {gid for gid, _ in POLICY_ROWS}
-        | {POLICY_PARTS_GROUP}
+        | {POLICY_PARTS_GROUP, POLICY_SLOW_GROUP}
+        | {gid for gid, _ in FORMS}
         | {HANDOFF}
     )
     lines: list = []
@@ -307,6 +353,7 @@ def breaker_tables(data: dict, root: Path) -> list:
             f"{ns(untimed)} untimed, {ns(timed)} timed, so slow-call timing adds {ns(added)}"
             + (f" = {added / clock:.2f} `StdClock` reads." if clock else "."),
         ]
+        lines[-1] += f" Timed on `StdClock` ÷ untimed: {timed / untimed:.2f}×."
         coarse, coarse_timed = slow.get("CoarseClock::now"), slow.get("watertight-coarse")
         if coarse is not None and coarse_timed is not None:
             lines[-1] += (
@@ -347,6 +394,23 @@ def policy_tables(data: dict) -> list:
         g = data[gid]
         ours, peer = g.get(OURS), g.get(POLICY_PEER)
         lines.append(f"| {title} | {ns(ours)} | {ns(peer)} | {ratio(peer, ours)} |")
+    slow = data.get(POLICY_SLOW_GROUP, {})
+    shown = [(f, title) for f, title in POLICY_SLOW_ROWS if f in slow]
+    untimed = slow.get("watertight-untimed")
+    for f, title in shown:
+        ours, peer = slow.get(f), slow.get(POLICY_PEER)
+        lines.append(f"| {title} | {ns(ours)} | {ns(peer)} | {ratio(peer, ours)} |")
+    if shown and untimed:
+        lines += [
+            "",
+            "Slow-call timing's cost in the policy, same run: "
+            + ", ".join(
+                f"{f.removeprefix('watertight-')} {ratio(slow[f], untimed)} untimed"
+                for f, _ in shown
+                if f != "watertight-untimed"
+            )
+            + ".",
+        ]
     parts = data.get(POLICY_PARTS_GROUP, {})
     shown = [(f, what) for f, what in POLICY_PARTS if f in parts]
     if shown:
@@ -359,6 +423,39 @@ def policy_tables(data: dict) -> list:
         ]
         for f, what in shown:
             lines.append(f"| {what} | {ns(parts[f])} |")
+    return lines
+
+
+def forms_tables(data: dict, only) -> list:
+    """One table per forms group present: ns per form and its ratio to the
+    group's fastest form."""
+    benches = {"breaker/forms/sync": "breaker", "uncontended/try_acquire-forms": "bulkhead",
+               "policy/forms": "policy"}
+    lines: list = []
+    for gid, what in FORMS:
+        g = data.get(gid)
+        if not g or only not in (None, benches[gid]):
+            continue
+        # `ref-*` rows are references for reading the forms, not forms.
+        refs = {f: v for f, v in g.items() if f.startswith("ref-")}
+        g = {f: v for f, v in g.items() if f not in refs}
+        if not g:
+            continue
+        fastest = min(g.values())
+        if lines:
+            lines.append("")
+        lines += [
+            f"The same call written each way a caller writes it: {what}; ns (criterion "
+            "median) and ÷ the fastest form, one run.",
+            "",
+            "| form | ns | ÷ fastest |",
+            "|---|---|---|",
+        ]
+        order = [f for f in FORM_ORDER if f in g] + sorted(f for f in g if f not in FORM_ORDER)
+        for f in order:
+            lines.append(f"| {FORM_TITLE.get(f, f)} | {ns(g[f])} | {ratio(g[f], fastest)} |")
+        for f in sorted(refs):
+            lines.append(f"| reference: {FORM_TITLE.get(f, f)} | {ns(refs[f])} | – |")
     return lines
 
 
@@ -441,6 +538,7 @@ def main(argv: list) -> int:
         sections.append(breaker_tables(data, root))
     if only in (None, "policy"):
         sections.append(policy_tables(data))
+    sections.append(forms_tables(data, only))
     sections = [s for s in sections if s]
     if not sections:
         print(f"no results under {root}", file=sys.stderr)
