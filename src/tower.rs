@@ -18,9 +18,16 @@
 //! future; it is given back when that future completes or is dropped.
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`BreakerFuture`] and [`PolicyFuture`], and a call allocates nothing,
-//! a wait for a slot included (the future holds its queue node). All three are
-//! `Send` when the inner service and its future are.
+//! [`BreakerFuture`], [`PolicyFuture`] and [`IdempotentPolicyFuture`], and
+//! a call allocates nothing, a wait for a slot included (the future holds
+//! its queue node). All are `Send` when the inner service and its future
+//! are (and the request, for the retrying one).
+//!
+//! Retries are opt-in: only a layer marked [`PolicyLayer::idempotent`]
+//! retries (a failure or a call timeout, never a refusal or a success,
+//! within the policy's attempts and retry budget), sending a clone of the
+//! request through the whole policy again; a plain [`PolicyLayer`] makes
+//! one attempt, at the cost it had before retries existed.
 //!
 //! # Examples
 //!
@@ -63,7 +70,7 @@ use crate::breaker::{
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
 use crate::futures::AcquireOwnedTimeout;
-use crate::policy::{self, NoHint, Policy, PolicyCall, RetryCall};
+use crate::policy::{self, NoHint, Policy, PolicyCall, RetryCall, RetryHint};
 
 // ---------------------------------------------------------------------------
 // Bulkhead
@@ -1430,6 +1437,7 @@ impl<C, const N: usize, K, W, B> PolicyLayer<C, N, K, W, B> {
         IdempotentPolicyLayer {
             policy: self.policy,
             classify: self.classify,
+            hint: NoHint,
         }
     }
 }
@@ -1734,21 +1742,81 @@ mod dispatch {
 /// assert_eq!(svc.oneshot(3).await, Ok(3));
 /// # });
 /// ```
-pub struct IdempotentPolicyLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
+pub struct IdempotentPolicyLayer<
+    C,
+    const N: usize,
+    K = ErrorIsFailure,
+    W = Inline<N>,
+    B = C,
+    H = NoHint,
+> {
     policy: Arc<Policy<C, N, W, B>>,
     classify: K,
+    hint: H,
 }
 
-impl<C, const N: usize, K: Clone, W, B> Clone for IdempotentPolicyLayer<C, N, K, W, B> {
-    fn clone(&self) -> Self {
+impl<C, const N: usize, K, W, B, H> IdempotentPolicyLayer<C, N, K, W, B, H> {
+    /// With a hint from the inner service's error: `Some(d)` waits `d`
+    /// before the retry (a server's `Retry-After`) instead of the jittered
+    /// backoff, as [`Retrying::retry_after`](crate::policy::Retrying::retry_after)
+    /// does. The hint is cloned into each call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).call_timeout(Duration::from_secs(5)).build().unwrap();
+    /// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock.clone()).unwrap());
+    /// let sent = Arc::new(AtomicU32::new(0));
+    /// // The error says how long to wait: 2 s, not the backoff.
+    /// let layer = PolicyLayer::new(search.clone())
+    ///     .idempotent()
+    ///     .retry_after(|retry_after_s: &u64| Some(Duration::from_secs(*retry_after_s)));
+    /// let svc = layer.layer(tower::service_fn({
+    ///     let sent = sent.clone();
+    ///     move |q: u32| {
+    ///         let first = sent.fetch_add(1, Ordering::Relaxed) == 0;
+    ///         async move { if first { Err(2u64) } else { Ok(q) } }
+    ///     }
+    /// }));
+    /// let mut call = Box::pin(svc.oneshot(7));
+    /// let poll = |call: &mut _| futures_lite::future::block_on(futures_lite::future::poll_once(call));
+    /// assert!(poll(&mut call).is_none());
+    /// clock.advance(Duration::from_millis(1999));
+    /// assert!(poll(&mut call).is_none());
+    /// clock.advance(Duration::from_millis(1));
+    /// assert_eq!(poll(&mut call), Some(Ok(7)));
+    /// ```
+    pub fn retry_after<H2>(self, hint: H2) -> IdempotentPolicyLayer<C, N, K, W, B, H2> {
         IdempotentPolicyLayer {
-            policy: Arc::clone(&self.policy),
-            classify: self.classify.clone(),
+            policy: self.policy,
+            classify: self.classify,
+            hint,
         }
     }
 }
 
-impl<C, const N: usize, K, W, B> fmt::Debug for IdempotentPolicyLayer<C, N, K, W, B> {
+impl<C, const N: usize, K: Clone, W, B, H: Clone> Clone
+    for IdempotentPolicyLayer<C, N, K, W, B, H>
+{
+    fn clone(&self) -> Self {
+        IdempotentPolicyLayer {
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+impl<C, const N: usize, K, W, B, H> fmt::Debug for IdempotentPolicyLayer<C, N, K, W, B, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdempotentPolicyLayer")
             .field("policy", &self.policy.name())
@@ -1756,13 +1824,16 @@ impl<C, const N: usize, K, W, B> fmt::Debug for IdempotentPolicyLayer<C, N, K, W
     }
 }
 
-impl<S, C, const N: usize, K: Clone, W, B> Layer<S> for IdempotentPolicyLayer<C, N, K, W, B> {
-    type Service = IdempotentPolicyService<S, C, N, K, W, B>;
+impl<S, C, const N: usize, K: Clone, W, B, H: Clone> Layer<S>
+    for IdempotentPolicyLayer<C, N, K, W, B, H>
+{
+    type Service = IdempotentPolicyService<S, C, N, K, W, B, H>;
     fn layer(&self, inner: S) -> Self::Service {
         IdempotentPolicyService {
             inner,
             policy: Arc::clone(&self.policy),
             classify: self.classify.clone(),
+            hint: self.hint.clone(),
         }
     }
 }
@@ -1774,8 +1845,10 @@ impl<S, C, const N: usize, K: Clone, W, B> Layer<S> for IdempotentPolicyLayer<C,
 /// response future), but a failure or a call timeout is retried as
 /// [`Policy::call_idempotent`] retries it: each attempt sends a clone of
 /// the request through the whole policy again, after a backoff with full
-/// jitter, while attempts and the retry budget allow. The response future
-/// is [`IdempotentPolicyFuture`], a named type; a call allocates nothing.
+/// jitter (or after a `Retry-After` hint, see
+/// [`IdempotentPolicyLayer::retry_after`]), while attempts and the retry
+/// budget allow. The response future is [`IdempotentPolicyFuture`], a named
+/// type; a call allocates nothing.
 ///
 /// # Examples
 ///
@@ -1802,13 +1875,22 @@ impl<S, C, const N: usize, K: Clone, W, B> Layer<S> for IdempotentPolicyLayer<C,
 /// assert_eq!(search.retry_metrics().after_failure, 0);
 /// # });
 /// ```
-pub struct IdempotentPolicyService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
+pub struct IdempotentPolicyService<
+    S,
+    C,
+    const N: usize,
+    K = ErrorIsFailure,
+    W = Inline<N>,
+    B = C,
+    H = NoHint,
+> {
     inner: S,
     policy: Arc<Policy<C, N, W, B>>,
     classify: K,
+    hint: H,
 }
 
-impl<S, C, const N: usize, K, W, B> IdempotentPolicyService<S, C, N, K, W, B> {
+impl<S, C, const N: usize, K, W, B, H> IdempotentPolicyService<S, C, N, K, W, B, H> {
     /// The policy.
     ///
     /// # Examples
@@ -1833,20 +1915,21 @@ impl<S, C, const N: usize, K, W, B> IdempotentPolicyService<S, C, N, K, W, B> {
     }
 }
 
-impl<S: Clone, C, const N: usize, K: Clone, W, B> Clone
-    for IdempotentPolicyService<S, C, N, K, W, B>
+impl<S: Clone, C, const N: usize, K: Clone, W, B, H: Clone> Clone
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
 {
     fn clone(&self) -> Self {
         IdempotentPolicyService {
             inner: self.inner.clone(),
             policy: Arc::clone(&self.policy),
             classify: self.classify.clone(),
+            hint: self.hint.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, C, const N: usize, K, W, B> fmt::Debug
-    for IdempotentPolicyService<S, C, N, K, W, B>
+impl<S: fmt::Debug, C, const N: usize, K, W, B, H> fmt::Debug
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdempotentPolicyService")
@@ -1856,7 +1939,8 @@ impl<S: fmt::Debug, C, const N: usize, K, W, B> fmt::Debug
     }
 }
 
-impl<S, C, const N: usize, K, W, B, Req> Service<Req> for IdempotentPolicyService<S, C, N, K, W, B>
+impl<S, C, const N: usize, K, W, B, H, Req> Service<Req>
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
 where
     S: Service<Req> + Clone,
     Req: Clone,
@@ -1864,10 +1948,11 @@ where
     B: Clock,
     W: WindowStorage,
     K: Classify<S::Response, S::Error> + Clone,
+    H: RetryHint<S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = policy::Error<S::Error>;
-    type Future = IdempotentPolicyFuture<C, N, S, Req, K, W, B>;
+    type Future = IdempotentPolicyFuture<C, N, S, Req, K, W, B, H>;
 
     /// Always ready, as [`PolicyService`]'s: the inner service's readiness
     /// is awaited inside each attempt.
@@ -1886,7 +1971,7 @@ where
                 req: Some(req),
             },
             dispatch::ByClassify(self.classify.clone()),
-            NoHint,
+            self.hint.clone(),
         )
     }
 }
@@ -1930,9 +2015,5 @@ pub type IdempotentPolicyFuture<
     K = ErrorIsFailure,
     W = Inline<N>,
     B = C,
-> = RetryCall<
-    Arc<Policy<C, N, W, B>>,
-    dispatch::ServiceRetry<S, Req>,
-    dispatch::ByClassify<K>,
-    NoHint,
->;
+    H = NoHint,
+> = RetryCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceRetry<S, Req>, dispatch::ByClassify<K>, H>;

@@ -490,3 +490,34 @@ fn without_the_opt_in_nothing_is_retried() {
     assert_eq!(Task::new(svc.call(9)).ready(), Ok(9));
     assert_eq!(*log.lock().unwrap(), [7, 9]);
 }
+
+#[test]
+fn a_retry_after_hint_from_the_error_replaces_the_backoff() {
+    let clock = Clock::default();
+    let p = policy(2, 100 * MS, &clock);
+    let log = sent();
+    // An error of 150 or more says "retry after that many ms".
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .retry_after(|e: &u32| (*e >= 150).then(|| *e * MS))
+        .layer(flaky(&log, 1));
+
+    let mut call = Task::pending(svc.call(200));
+    clock.advance(199 * MS);
+    call.assert_pending();
+    assert_eq!(*log.lock().unwrap(), [200], "not before the hint");
+    clock.advance(MS);
+    assert_eq!(call.ready(), Ok(200));
+    assert_eq!(*log.lock().unwrap(), [200, 200]);
+
+    // No hint from this error: the jittered backoff (at most 50 ms).
+    let log = sent();
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .retry_after(|e: &u32| (*e >= 150).then(|| *e * MS))
+        .layer(flaky(&log, 1));
+    let mut call = Task::pending(svc.call(8));
+    clock.advance(50 * MS);
+    assert_eq!(call.ready(), Ok(8));
+    assert_eq!(*log.lock().unwrap(), [8, 8]);
+}
