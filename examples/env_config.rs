@@ -15,6 +15,8 @@
 //! CLIENT_INVENTORY__MAX_CONCURRENT=20
 //! CLIENT_INVENTORY__MAX_WAIT=250ms
 //! CLIENT_INVENTORY__CB_WINDOW_SIZE=100     # any window up to 1023
+//! CLIENT_INVENTORY__RETRY_MAX_ATTEMPTS=3   # for idempotent calls only; 1: none
+//! CLIENT_INVENTORY__RETRY_BUDGET_RATIO=20  # percent of a token per success
 //! ```
 //!
 //! The policies are `HeapPolicy`s: their breaker window is sized from the

@@ -41,6 +41,19 @@
 //! | `call_timeout` | duration | 30 s |
 //! | `breaker` | a nested breaker table, as above | the breaker's defaults |
 //! | `cb_window_size`, `cb_min_calls`, … | the breaker's keys with a `cb_` prefix | |
+//! | `retry_max_attempts` | attempts, the first included | 2 (one retry) |
+//! | `retry_base_backoff` | duration | 50 ms |
+//! | `retry_max_backoff` | duration | 1 s |
+//! | `retry_min_attempt_time` | duration | 50 ms |
+//! | `retry_budget_tokens` | tokens | 10 |
+//! | `retry_budget_ratio` | percent of a token per success | 10 |
+//!
+//! The retry keys are [`RetryConfig`](crate::retry::RetryConfig)'s, checked
+//! by its builder: zero attempts, a zero base backoff, a cap below the base,
+//! a budget of zero tokens or above 1 000 000 and a ratio outside 0.1–100 %
+//! are refused, naming the key. They apply to calls made with
+//! [`Policy::call_idempotent`](crate::Policy::call_idempotent) (and the
+//! tower layer's `idempotent()`) only.
 //!
 //! Exactly one of `max_concurrent` and `pool_size` must be set. The breaker
 //! is given either nested (`breaker: { failure_rate: 30 }`, for TOML, YAML,
@@ -73,6 +86,7 @@ use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
 use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
 use crate::policy::{PolicyConfig, PolicyConfigError, PolicyField};
+use crate::retry::{RetryConfig, RetryConfigError};
 
 // ------------------------------------------------------------ field values
 
@@ -149,6 +163,20 @@ impl FieldValue for usize {
                 Err(_) => Err(Bad::NotANumber),
             },
         }
+    }
+}
+
+/// An attempt or token count.
+impl FieldValue for u32 {
+    const EXPECTING: &'static str = "a whole number";
+    fn from_u64(v: u64) -> Result<Self, Bad> {
+        u32::try_from(v).map_err(|_| Bad::TooLarge)
+    }
+    fn from_f64(v: f64) -> Result<Self, Bad> {
+        usize::from_f64(v).and_then(|n| u32::try_from(n).map_err(|_| Bad::TooLarge))
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        usize::from_str(v).and_then(|n| u32::try_from(n).map_err(|_| Bad::TooLarge))
     }
 }
 
@@ -365,6 +393,13 @@ fields! {
     max_wait: Duration = "max_wait";
     allow_long_max_wait: bool = "allow_long_max_wait";
     call_timeout: Duration = "call_timeout";
+
+    retry_max_attempts: u32 = "retry_max_attempts";
+    retry_base_backoff: Duration = "retry_base_backoff";
+    retry_max_backoff: Duration = "retry_max_backoff";
+    retry_min_attempt_time: Duration = "retry_min_attempt_time";
+    retry_budget_tokens: u32 = "retry_budget_tokens";
+    retry_budget_ratio: Percent = "retry_budget_ratio";
 }
 
 // ------------------------------------------------------------ the breaker
@@ -556,6 +591,19 @@ struct RawPolicy {
     cb_half_open_calls: Option<usize>,
     #[serde(default, deserialize_with = "cb_max_half_open_wait")]
     cb_max_half_open_wait: Option<Duration>,
+
+    #[serde(default, deserialize_with = "retry_max_attempts")]
+    retry_max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "retry_base_backoff")]
+    retry_base_backoff: Option<Duration>,
+    #[serde(default, deserialize_with = "retry_max_backoff")]
+    retry_max_backoff: Option<Duration>,
+    #[serde(default, deserialize_with = "retry_min_attempt_time")]
+    retry_min_attempt_time: Option<Duration>,
+    #[serde(default, deserialize_with = "retry_budget_tokens")]
+    retry_budget_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "retry_budget_ratio")]
+    retry_budget_ratio: Option<Percent>,
 }
 
 impl RawPolicy {
@@ -602,8 +650,42 @@ impl RawPolicy {
         if let Some(d) = self.call_timeout {
             b = b.call_timeout(d);
         }
+        // The retry settings, each over the default of its pair: the
+        // builder sets the backoff and the budget two values at a time.
+        let d = RetryConfig::DEFAULT;
+        let mut r = RetryConfig::builder();
+        if let Some(n) = self.retry_max_attempts {
+            r = r.max_attempts(n);
+        }
+        if self.retry_base_backoff.is_some() || self.retry_max_backoff.is_some() {
+            r = r.backoff(
+                self.retry_base_backoff.unwrap_or(d.base_backoff()),
+                self.retry_max_backoff.unwrap_or(d.max_backoff()),
+            );
+        }
+        if let Some(t) = self.retry_min_attempt_time {
+            r = r.min_attempt_time(t);
+        }
+        if self.retry_budget_tokens.is_some() || self.retry_budget_ratio.is_some() {
+            r = r.budget(
+                self.retry_budget_tokens.unwrap_or(d.budget_max_tokens()),
+                self.retry_budget_ratio
+                    .map_or(d.budget_ratio_percent(), |Percent(p)| p),
+            );
+        }
+        b = b.retry(r);
         b.build().map_err(|e| match e {
             PolicyConfigError::Breaker(e) => breaker_error("", e),
+            PolicyConfigError::Retry(e) => {
+                let key = match e {
+                    RetryConfigError::AttemptsZero => "retry_max_attempts",
+                    RetryConfigError::BaseBackoffZero => "retry_base_backoff",
+                    RetryConfigError::BackoffCapBelowBase { .. } => "retry_max_backoff",
+                    RetryConfigError::BudgetTokens { .. } => "retry_budget_tokens",
+                    RetryConfigError::BudgetRatio { .. } => "retry_budget_ratio",
+                };
+                E::custom(format_args!("invalid value for `{key}`: {e}"))
+            }
             e => {
                 let key = match e.field() {
                     PolicyField::MaxConcurrent => size_key,
@@ -634,6 +716,11 @@ impl RawPolicy {
 /// | `call_timeout` | duration | 30 s |
 /// | `breaker` | a nested breaker map (see [`BreakerConfig`]'s `Deserialize`) | defaults |
 /// | `cb_window_size`, `cb_min_calls`, `cb_failure_rate`, … | the breaker's keys, flat, with a `cb_` prefix | defaults |
+/// | `retry_max_attempts` | attempts, the first included | 2 |
+/// | `retry_base_backoff`, `retry_max_backoff` | duration | 50 ms, 1 s |
+/// | `retry_min_attempt_time` | duration | 50 ms |
+/// | `retry_budget_tokens` | tokens | 10 |
+/// | `retry_budget_ratio` | percent (0.1 to 100) | 10 |
 ///
 /// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
 /// either nested (TOML, YAML, JSON) or flat (environment variables:
@@ -670,6 +757,23 @@ impl RawPolicy {
 /// let inventory: PolicyConfig = envy::prefixed("CLIENT_INVENTORY__").from_iter(env).unwrap();
 /// assert_eq!(inventory.max_concurrent(), 20);
 /// assert_eq!(inventory.max_wait(), Duration::from_millis(100));
+///
+/// let env = [
+///     ("SEARCH__MAX_CONCURRENT", "16"),
+///     ("SEARCH__RETRY_MAX_ATTEMPTS", "3"),
+///     ("SEARCH__RETRY_MAX_BACKOFF", "500ms"),
+///     ("SEARCH__RETRY_BUDGET_RATIO", "20"),
+/// ]
+/// .map(|(k, v)| (k.to_string(), v.to_string()));
+/// let search: PolicyConfig = envy::prefixed("SEARCH__").from_iter(env).unwrap();
+/// assert_eq!(search.retry().max_attempts(), 3);
+/// assert_eq!(search.retry().max_backoff(), Duration::from_millis(500));
+/// assert_eq!(search.retry().budget_ratio_percent(), 20.0);
+///
+/// let env = [("SEARCH__MAX_CONCURRENT", "16"), ("SEARCH__RETRY_MAX_ATTEMPTS", "0")]
+///     .map(|(k, v)| (k.to_string(), v.to_string()));
+/// let err = envy::prefixed("SEARCH__").from_iter::<_, PolicyConfig>(env).unwrap_err();
+/// assert!(err.to_string().contains("`retry_max_attempts`"));
 /// ```
 impl<'de> Deserialize<'de> for PolicyConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

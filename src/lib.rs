@@ -30,7 +30,7 @@
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
-//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` |
+//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry) |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
 //! Why that order in a [`Policy`]: the bulkhead first, so a call refused for

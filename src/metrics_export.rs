@@ -40,6 +40,8 @@
 //! | `circuit_breaker_failure_rate` | gauge | `system` | failures in the window, percent; NaN below `minimum_calls` |
 //! | `circuit_breaker_slow_call_rate` | gauge | `system` | slow calls in the window, percent; NaN below `minimum_calls` |
 //! | `circuit_breaker_rejected_total` | counter | `system` | calls the breaker refused |
+//! | `retries_total` | counter | `system`, `reason` | retries of idempotent calls ([`PolicyExporter`] only): `reason` is `failure` or `timeout` |
+//! | `retry_budget_exhausted_total` | counter | `system` | failed calls the retry budget did not let retry ([`PolicyExporter`] only) |
 //!
 //! The breaker's call numbers are **gauges of its window** (the last
 //! `window_size` outcomes), the very numbers it trips on — not totals: a
@@ -124,6 +126,13 @@ pub const CIRCUIT_BREAKER_SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate
 /// `circuit_breaker_rejected_total{system}`: calls the breaker refused
 /// (counter).
 pub const CIRCUIT_BREAKER_REJECTED_TOTAL: &str = "circuit_breaker_rejected_total";
+/// `retries_total{system,reason}`: retries of idempotent calls by the
+/// reason, `failure` or `timeout` (counter), from
+/// [`Policy::retry_metrics`].
+pub const RETRIES_TOTAL: &str = "retries_total";
+/// `retry_budget_exhausted_total{system}`: failed calls the retry budget did
+/// not let retry (counter), from [`Policy::retry_metrics`].
+pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "retry_budget_exhausted_total";
 
 /// The value of `circuit_breaker_state` for a state: 0 closed, 1 open,
 /// 2 half-open, 3 forced open, 4 disabled. Alert on `> 0` for "not closed".
@@ -218,6 +227,16 @@ pub fn describe() {
         CIRCUIT_BREAKER_REJECTED_TOTAL,
         Unit::Count,
         "Calls refused by the circuit breaker"
+    );
+    describe_counter!(
+        RETRIES_TOTAL,
+        Unit::Count,
+        "Retries of idempotent calls, by reason (failure, timeout)"
+    );
+    describe_counter!(
+        RETRY_BUDGET_EXHAUSTED_TOTAL,
+        Unit::Count,
+        "Failed calls the retry budget did not let retry"
     );
 }
 
@@ -540,8 +559,9 @@ impl BreakerExporter {
     }
 }
 
-/// Both exporters of a [`Policy`]: its bulkhead's and its breaker's, under
-/// the policy's name.
+/// Both exporters of a [`Policy`], its bulkhead's and its breaker's, and
+/// its retry counters (`retries_total{system,reason}`,
+/// `retry_budget_exhausted_total{system}`), under the policy's name.
 ///
 /// The [module docs](self) show it in a scrape handler.
 ///
@@ -562,11 +582,15 @@ impl BreakerExporter {
 /// let text = prometheus.render();
 /// assert!(text.contains(r#"bulkhead_capacity{system="payments"} 4"#));
 /// assert!(text.contains(r#"circuit_breaker_state{system="payments"} 0"#));
+/// assert!(text.contains(r#"retries_total{system="payments",reason="timeout"} 0"#));
 /// ```
 #[derive(Debug, Clone)]
 pub struct PolicyExporter {
     bulkhead: BulkheadExporter,
     breaker: BreakerExporter,
+    retries_failure: Counter,
+    retries_timeout: Counter,
+    retry_budget_exhausted: Counter,
 }
 
 impl PolicyExporter {
@@ -596,10 +620,28 @@ impl PolicyExporter {
         B: Clock,
         W: WindowStorage,
     {
-        PolicyExporter {
+        let system = policy.name();
+        let retries = |reason: &'static str| {
+            let labels = [("system", system), ("reason", reason)];
+            counter!(RETRIES_TOTAL, &labels)
+        };
+        let exporter = PolicyExporter {
             bulkhead: BulkheadExporter::new(policy.bulkhead()),
             breaker: BreakerExporter::new(policy.breaker()),
-        }
+            retries_failure: retries("failure"),
+            retries_timeout: retries("timeout"),
+            retry_budget_exhausted: counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "system" => system),
+        };
+        exporter.record_retries(policy);
+        exporter
+    }
+
+    fn record_retries<C, const N: usize, W, B>(&self, policy: &Policy<C, N, W, B>) {
+        let m = policy.retry_metrics();
+        self.retries_failure.absolute(count(m.after_failure));
+        self.retries_timeout.absolute(count(m.after_timeout));
+        self.retry_budget_exhausted
+            .absolute(count(m.budget_exhausted));
     }
 
     /// Copies the policy's numbers now into the handles. Pass the policy this
@@ -633,6 +675,7 @@ impl PolicyExporter {
     {
         self.bulkhead.update(policy.bulkhead());
         self.breaker.update(policy.breaker());
+        self.record_retries(policy);
     }
 
     /// The bulkhead's exporter.

@@ -1369,13 +1369,21 @@ mod sealed {
         ) -> Poll<Result<Self::Future, <Self::Future as Future>::Output>>;
     }
 
+    /// A [`Dispatch`] that can start the next attempt of a retried call:
+    /// it gives back, out of the finished attempt's dispatch, what the next
+    /// one needs (the closure; the service and the request).
+    pub trait Redispatch: Dispatch + Sized {
+        #[doc(hidden)]
+        fn take_back(&mut self) -> Self;
+    }
+
     /// What the breaker should make of a result.
     pub trait Judge<O> {
         #[doc(hidden)]
         fn judge(self, output: &O) -> Outcome;
     }
 }
-pub(crate) use sealed::{Dispatch, Handle, Judge, Parts};
+pub(crate) use sealed::{Dispatch, Handle, Judge, Parts, Redispatch};
 
 impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle for &Policy<C, N, W, B> {
     type Clock = C;
@@ -2084,25 +2092,16 @@ where
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;
-    type IntoFuture = RetryCall<&'p Policy<C, N, W, B>, F, Fut, K, H>;
+    type IntoFuture = RetryCall<&'p Policy<C, N, W, B>, MakeMut<F>, K, H>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let first = PolicyCall::new(
+        RetryCall::new(
             self.policy,
             self.budget,
             MakeMut(Some(self.make)),
-            self.classify.clone(),
-        );
-        RetryCall {
-            policy: self.policy,
-            budget: self.budget,
-            classify: self.classify,
-            hint: self.hint,
-            attempts: 1,
-            make: None,
-            attempt: Some(first),
-            backoff: None,
-        }
+            self.classify,
+            self.hint,
+        )
     }
 }
 
@@ -2122,30 +2121,88 @@ impl<F: FnMut() -> Fut, Fut: Future> Dispatch for MakeMut<F> {
     }
 }
 
+impl<F: FnMut() -> Fut, Fut: Future> Redispatch for MakeMut<F> {
+    fn take_back(&mut self) -> Self {
+        MakeMut(self.0.take())
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// The future of a [`Retrying`] call: attempts through the policy and
-    /// the backoff sleeps between them.
+    /// The future of a [`Retrying`] call (and of the tower
+    /// [`IdempotentPolicyService`](crate::tower::IdempotentPolicyService)):
+    /// attempts through the policy and the backoff sleeps between them. `R`
+    /// reaches the policy, `D` starts each attempt (a closure, or a clone
+    /// of a request sent to a tower service), `K` classifies, `H` reads a
+    /// `Retry-After` hint.
     ///
     /// # Cancel safety
     ///
     /// See [`Policy::call_idempotent`].
+    ///
+    /// # Examples
+    ///
+    /// Named, so it can sit in a struct without a box:
+    ///
+    /// ```
+    /// use core::future::{IntoFuture, Ready};
+    /// use watertight::breaker::ErrIsFailure;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{MakeMut, NoHint, Policy, PolicyConfig, RetryCall};
+    ///
+    /// type Lookup<'p> = RetryCall<
+    ///     &'p Policy<&'p ManualClock>,
+    ///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
+    ///     ErrIsFailure<u32, ()>,
+    ///     NoHint,
+    /// >;
+    ///
+    /// let clock = ManualClock::new();
+    /// let stock = Policy::new("stock", PolicyConfig::builder(2).build().unwrap(), &clock).unwrap();
+    /// let make: fn() -> Ready<Result<u32, ()>> = || core::future::ready(Ok(7));
+    /// let call: Lookup<'_> = stock.call_idempotent(make).into_future();
+    /// assert_eq!(futures_lite::future::block_on(call), Ok(7));
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct RetryCall<R: Handle, F: FnMut() -> Fut, Fut: Future, K, H> {
+    pub struct RetryCall<R: Handle, D: Dispatch, K, H> {
         policy: R,
         budget: Option<Instant>,
         classify: K,
         hint: H,
         attempts: u32,
-        // The closure, between attempts.
-        make: Option<F>,
+        // What starts the next attempt, between attempts.
+        next: Option<D>,
         #[pin]
-        attempt: Option<PolicyCall<R, MakeMut<F>, K>>,
+        attempt: Option<PolicyCall<R, D, K>>,
         #[pin]
         backoff: Option<SleepOf<R>>,
     }
 }
 
-impl<R: Handle, F: FnMut() -> Fut, Fut: Future, K, H> fmt::Debug for RetryCall<R, F, Fut, K, H> {
+impl<R: Handle + Clone, D: Dispatch, K: Clone, H> RetryCall<R, D, K, H> {
+    /// The call before its first attempt: nothing is taken until it is
+    /// polled.
+    pub(crate) fn new(
+        policy: R,
+        budget: Option<Instant>,
+        dispatch: D,
+        classify: K,
+        hint: H,
+    ) -> Self {
+        let first = PolicyCall::new(policy.clone(), budget, dispatch, classify.clone());
+        RetryCall {
+            policy,
+            budget,
+            classify,
+            hint,
+            attempts: 1,
+            next: None,
+            attempt: Some(first),
+            backoff: None,
+        }
+    }
+}
+
+impl<R: Handle, D: Dispatch, K, H> fmt::Debug for RetryCall<R, D, K, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryCall")
             .field("system", &self.policy.parts().bulkhead.name())
@@ -2162,12 +2219,12 @@ enum RetryReason {
     Timeout,
 }
 
-impl<R, F, Fut, T, E, K, H> Future for RetryCall<R, F, Fut, K, H>
+impl<R, D, T, E, K, H> Future for RetryCall<R, D, K, H>
 where
     R: Handle + Clone,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    K: Fn(&Result<T, E>) -> Outcome + Clone,
+    D: Redispatch,
+    D::Future: Future<Output = Result<T, E>>,
+    K: Judge<Result<T, E>> + Clone,
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;
@@ -2184,11 +2241,14 @@ where
                 core::task::ready!(sleep.poll(cx));
                 this.backoff.set(None);
                 *this.attempts += 1;
-                let make = this.make.take();
+                let next = this
+                    .next
+                    .take()
+                    .expect("the dispatch is back before each attempt");
                 this.attempt.set(Some(PolicyCall::new(
                     handle.clone(),
                     *this.budget,
-                    MakeMut(make),
+                    next,
                     this.classify.clone(),
                 )));
             }
@@ -2198,7 +2258,7 @@ where
                 .as_pin_mut()
                 .expect("`RetryCall` polled after completion");
             let out = core::task::ready!(call.as_mut().poll(cx));
-            let make = call.dispatch_mut().0.take();
+            let next = call.dispatch_mut().take_back();
             this.attempt.set(None);
 
             // What the attempt says about the system, and whether to retry.
@@ -2212,7 +2272,7 @@ where
                     kind: ErrorKind::Call(e),
                 }) => {
                     let judged: Result<T, E> = Err(e);
-                    let outcome = (this.classify)(&judged);
+                    let outcome = this.classify.clone().judge(&judged);
                     let Err(e) = judged else {
                         unreachable!("made as an error just above")
                     };
@@ -2283,7 +2343,7 @@ where
                 backoff_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                 "retrying a call"
             );
-            *this.make = make;
+            *this.next = Some(next);
             this.backoff.set(Some(clock.sleep_until(start)));
         }
     }

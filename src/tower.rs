@@ -11,15 +11,23 @@
 //! | [`BulkheadLayer`] | [`BulkheadService`] | [`BulkheadError::Rejected`] with the [`AcquireError`] |
 //! | [`BreakerLayer`] | [`BreakerService`] | [`BreakerError::Rejected`] with the [`Rejection`] |
 //! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
+//! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
 //!
 //! None of them takes a permit in `poll_ready`: readiness is the inner
 //! service's. A permit is taken per call and travels with the response
 //! future; it is given back when that future completes or is dropped.
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`BreakerFuture`] and [`PolicyFuture`], and a call allocates nothing,
-//! a wait for a slot included (the future holds its queue node). All three are
-//! `Send` when the inner service and its future are.
+//! [`BreakerFuture`], [`PolicyFuture`] and [`IdempotentPolicyFuture`], and
+//! a call allocates nothing, a wait for a slot included (the future holds
+//! its queue node). All are `Send` when the inner service and its future
+//! are (and the request, for the retrying one).
+//!
+//! Retries are opt-in: only a layer marked [`PolicyLayer::idempotent`]
+//! retries (a failure or a call timeout, never a refusal or a success,
+//! within the policy's attempts and retry budget), sending a clone of the
+//! request through the whole policy again; a plain [`PolicyLayer`] makes
+//! one attempt, at the cost it had before retries existed.
 //!
 //! # Examples
 //!
@@ -62,7 +70,7 @@ use crate::breaker::{
 use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Timer};
 use crate::futures::AcquireOwnedTimeout;
-use crate::policy::{self, Policy, PolicyCall};
+use crate::policy::{self, NoHint, Policy, PolicyCall, RetryCall, RetryHint};
 
 // ---------------------------------------------------------------------------
 // Bulkhead
@@ -1382,6 +1390,56 @@ impl<C, const N: usize, K, W, B> PolicyLayer<C, N, K, W, B> {
             classify,
         }
     }
+
+    /// For requests that are safe to send twice: the layer's services retry
+    /// a failure or a call timeout, as [`Policy::call_idempotent`] does,
+    /// each attempt a clone of the request through the whole policy again
+    /// (its own slot, the breaker, its own call timeout), within the
+    /// policy's [`RetryConfig`](crate::retry::RetryConfig) and retry
+    /// budget. A refusal by the policy is never retried, nor a success.
+    /// Never the default: a [`PolicyLayer`] without it makes one attempt.
+    ///
+    /// The request must be `Clone`; the inner service is readied again
+    /// (`poll_ready`) before each attempt, as tower's own retry does, so a
+    /// readiness error is a failure like the call's own and is retried.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock.clone()).unwrap());
+    /// let sent = Arc::new(AtomicU32::new(0));
+    /// let svc = PolicyLayer::new(search.clone()).idempotent().layer(tower::service_fn({
+    ///     let sent = sent.clone();
+    ///     move |q: &'static str| {
+    ///         let first = sent.fetch_add(1, Ordering::Relaxed) == 0;
+    ///         async move { if first { Err("reset") } else { Ok(q.len()) } }
+    ///     }
+    /// }));
+    /// let mut call = Box::pin(svc.oneshot("shoes"));
+    /// // The first attempt failed; the retry waits its backoff (at most 50 ms).
+    /// assert!(futures_lite::future::block_on(futures_lite::future::poll_once(&mut call)).is_none());
+    /// clock.advance(Duration::from_millis(50));
+    /// assert_eq!(futures_lite::future::block_on(call), Ok(5));
+    /// assert_eq!(sent.load(Ordering::Relaxed), 2);
+    /// assert_eq!(search.retry_metrics().after_failure, 1);
+    /// ```
+    pub fn idempotent(self) -> IdempotentPolicyLayer<C, N, K, W, B> {
+        IdempotentPolicyLayer {
+            policy: self.policy,
+            classify: self.classify,
+            hint: NoHint,
+        }
+    }
 }
 
 impl<C, const N: usize, K: Clone, W, B> Clone for PolicyLayer<C, N, K, W, B> {
@@ -1574,7 +1632,7 @@ mod dispatch {
 
     use super::Classify;
     use crate::breaker::Outcome;
-    use crate::policy::{Dispatch, Judge};
+    use crate::policy::{Dispatch, Judge, Redispatch};
 
     /// The inner service and the request: readied and called once the
     /// policy lets the call through.
@@ -1607,6 +1665,47 @@ mod dispatch {
         }
     }
 
+    /// The inner service and the request, for a retried call: each
+    /// attempt readies the service and sends it a clone of the request.
+    #[derive(Debug)]
+    pub struct ServiceRetry<S, Req> {
+        pub(super) service: Option<S>,
+        pub(super) req: Option<Req>,
+    }
+
+    impl<S: Service<Req>, Req: Clone> Dispatch for ServiceRetry<S, Req> {
+        type Future = S::Future;
+        fn poll_dispatch(
+            &mut self,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
+            let svc = self
+                .service
+                .as_mut()
+                .expect("the service is back before each attempt");
+            match svc.poll_ready(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
+                Poll::Ready(Ok(())) => {
+                    let req = self
+                        .req
+                        .as_ref()
+                        .expect("the request is back before each attempt");
+                    Poll::Ready(Ok(svc.call(req.clone())))
+                }
+            }
+        }
+    }
+
+    impl<S: Service<Req>, Req: Clone> Redispatch for ServiceRetry<S, Req> {
+        fn take_back(&mut self) -> Self {
+            ServiceRetry {
+                service: self.service.take(),
+                req: self.req.take(),
+            }
+        }
+    }
+
     /// A tower [`Classify`] as the policy's classifier.
     #[derive(Debug, Clone)]
     pub struct ByClassify<K>(pub(super) K);
@@ -1617,3 +1716,304 @@ mod dispatch {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Policy, with retries
+// ---------------------------------------------------------------------------
+
+/// A [`PolicyLayer`] whose services retry (made by
+/// [`PolicyLayer::idempotent`]): for requests that are safe to send twice.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::tower::{IdempotentPolicyLayer, PolicyLayer};
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = Arc::new(ManualClock::new());
+/// let config = PolicyConfig::builder(4).build().unwrap();
+/// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock).unwrap());
+/// let layer: IdempotentPolicyLayer<_, 64> = PolicyLayer::new(search).idempotent();
+/// let svc = layer.layer(tower::service_fn(|q: u32| async move { Ok::<_, ()>(q) }));
+/// assert_eq!(svc.oneshot(3).await, Ok(3));
+/// # });
+/// ```
+pub struct IdempotentPolicyLayer<
+    C,
+    const N: usize,
+    K = ErrorIsFailure,
+    W = Inline<N>,
+    B = C,
+    H = NoHint,
+> {
+    policy: Arc<Policy<C, N, W, B>>,
+    classify: K,
+    hint: H,
+}
+
+impl<C, const N: usize, K, W, B, H> IdempotentPolicyLayer<C, N, K, W, B, H> {
+    /// With a hint from the inner service's error: `Some(d)` waits `d`
+    /// before the retry (a server's `Retry-After`) instead of the jittered
+    /// backoff, as [`Retrying::retry_after`](crate::policy::Retrying::retry_after)
+    /// does. The hint is cloned into each call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).call_timeout(Duration::from_secs(5)).build().unwrap();
+    /// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock.clone()).unwrap());
+    /// let sent = Arc::new(AtomicU32::new(0));
+    /// // The error says how long to wait: 2 s, not the backoff.
+    /// let layer = PolicyLayer::new(search.clone())
+    ///     .idempotent()
+    ///     .retry_after(|retry_after_s: &u64| Some(Duration::from_secs(*retry_after_s)));
+    /// let svc = layer.layer(tower::service_fn({
+    ///     let sent = sent.clone();
+    ///     move |q: u32| {
+    ///         let first = sent.fetch_add(1, Ordering::Relaxed) == 0;
+    ///         async move { if first { Err(2u64) } else { Ok(q) } }
+    ///     }
+    /// }));
+    /// let mut call = Box::pin(svc.oneshot(7));
+    /// let poll = |call: &mut _| futures_lite::future::block_on(futures_lite::future::poll_once(call));
+    /// assert!(poll(&mut call).is_none());
+    /// clock.advance(Duration::from_millis(1999));
+    /// assert!(poll(&mut call).is_none());
+    /// clock.advance(Duration::from_millis(1));
+    /// assert_eq!(poll(&mut call), Some(Ok(7)));
+    /// ```
+    pub fn retry_after<H2>(self, hint: H2) -> IdempotentPolicyLayer<C, N, K, W, B, H2> {
+        IdempotentPolicyLayer {
+            policy: self.policy,
+            classify: self.classify,
+            hint,
+        }
+    }
+}
+
+impl<C, const N: usize, K: Clone, W, B, H: Clone> Clone
+    for IdempotentPolicyLayer<C, N, K, W, B, H>
+{
+    fn clone(&self) -> Self {
+        IdempotentPolicyLayer {
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+impl<C, const N: usize, K, W, B, H> fmt::Debug for IdempotentPolicyLayer<C, N, K, W, B, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotentPolicyLayer")
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K: Clone, W, B, H: Clone> Layer<S>
+    for IdempotentPolicyLayer<C, N, K, W, B, H>
+{
+    type Service = IdempotentPolicyService<S, C, N, K, W, B, H>;
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotentPolicyService {
+            inner,
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+/// A service run through a [`Policy`] with retries; made by
+/// [`PolicyLayer::idempotent`].
+///
+/// As [`PolicyService`] (always ready; the inner service moves into the
+/// response future), but a failure or a call timeout is retried as
+/// [`Policy::call_idempotent`] retries it: each attempt sends a clone of
+/// the request through the whole policy again, after a backoff with full
+/// jitter (or after a `Retry-After` hint, see
+/// [`IdempotentPolicyLayer::retry_after`]), while attempts and the retry
+/// budget allow. The response future is [`IdempotentPolicyFuture`], a named
+/// type; a call allocates nothing.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, ServiceExt};
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+/// use watertight::tower::PolicyLayer;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = Arc::new(ManualClock::new());
+/// let config = PolicyConfig::builder(4).build().unwrap();
+/// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock).unwrap());
+/// let svc = PolicyLayer::new(search.clone())
+///     .idempotent()
+///     .layer(tower::service_fn(|q: u32| async move { Ok::<_, ()>(q) }));
+/// assert!(Arc::ptr_eq(svc.policy(), &search));
+///
+/// // An open breaker is a refusal: not retried.
+/// search.breaker().force_open();
+/// let err = svc.oneshot(1).await.unwrap_err();
+/// assert!(matches!(err.kind(), ErrorKind::CircuitOpen(_)));
+/// assert_eq!(search.retry_metrics().after_failure, 0);
+/// # });
+/// ```
+pub struct IdempotentPolicyService<
+    S,
+    C,
+    const N: usize,
+    K = ErrorIsFailure,
+    W = Inline<N>,
+    B = C,
+    H = NoHint,
+> {
+    inner: S,
+    policy: Arc<Policy<C, N, W, B>>,
+    classify: K,
+    hint: H,
+}
+
+impl<S, C, const N: usize, K, W, B, H> IdempotentPolicyService<S, C, N, K, W, B, H> {
+    /// The policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::tower::PolicyLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let search: Arc<Policy<_>> = Arc::new(Policy::new("search", config, clock).unwrap());
+    /// let svc = PolicyLayer::new(search.clone())
+    ///     .idempotent()
+    ///     .layer(tower::service_fn(|q: u32| async move { Ok::<_, ()>(q) }));
+    /// assert_eq!(svc.policy().retry_config().max_attempts(), 2);
+    /// ```
+    pub fn policy(&self) -> &Arc<Policy<C, N, W, B>> {
+        &self.policy
+    }
+}
+
+impl<S: Clone, C, const N: usize, K: Clone, W, B, H: Clone> Clone
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
+{
+    fn clone(&self) -> Self {
+        IdempotentPolicyService {
+            inner: self.inner.clone(),
+            policy: Arc::clone(&self.policy),
+            classify: self.classify.clone(),
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C, const N: usize, K, W, B, H> fmt::Debug
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotentPolicyService")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C, const N: usize, K, W, B, H, Req> Service<Req>
+    for IdempotentPolicyService<S, C, N, K, W, B, H>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+    C: Timer,
+    B: Clock,
+    W: WindowStorage,
+    K: Classify<S::Response, S::Error> + Clone,
+    H: RetryHint<S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = policy::Error<S::Error>;
+    type Future = IdempotentPolicyFuture<C, N, S, Req, K, W, B, H>;
+
+    /// Always ready, as [`PolicyService`]'s: the inner service's readiness
+    /// is awaited inside each attempt.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let inner = self.inner.clone();
+        let service = core::mem::replace(&mut self.inner, inner);
+        RetryCall::new(
+            Arc::clone(&self.policy),
+            None,
+            dispatch::ServiceRetry {
+                service: Some(service),
+                req: Some(req),
+            },
+            dispatch::ByClassify(self.classify.clone()),
+            self.hint.clone(),
+        )
+    }
+}
+
+/// The response future of [`IdempotentPolicyService`]: the policy's
+/// [`RetryCall`] on the `Arc` of the policy, each attempt a clone of the
+/// request sent to the inner service once the policy lets it through.
+///
+/// # Cancel safety
+///
+/// As [`Policy::call_idempotent`]'s: dropping it cancels the attempt in
+/// flight (its slot goes back, the breaker records nothing) or the backoff
+/// sleep, and records nothing in the retry budget.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tower::{Layer, Service};
+/// use watertight::clock::ManualClock;
+/// use watertight::policy::{Policy, PolicyConfig};
+/// use watertight::tower::{IdempotentPolicyFuture, PolicyLayer};
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let config = PolicyConfig::builder(1).build().unwrap();
+/// let ledger = Arc::new(Policy::<_, 64>::new("ledger", config, clock).unwrap());
+/// let mut svc = PolicyLayer::new(ledger.clone())
+///     .idempotent()
+///     .layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n * 10) }));
+///
+/// // A named type: it can sit in a struct without a box.
+/// let call: IdempotentPolicyFuture<_, 64, _, u32> = svc.call(4);
+/// assert_eq!(ledger.bulkhead().in_flight(), 0); // nothing taken before the first poll
+/// assert_eq!(futures_lite::future::block_on(call), Ok(40));
+/// ```
+pub type IdempotentPolicyFuture<
+    C,
+    const N: usize,
+    S,
+    Req,
+    K = ErrorIsFailure,
+    W = Inline<N>,
+    B = C,
+    H = NoHint,
+> = RetryCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceRetry<S, Req>, dispatch::ByClassify<K>, H>;

@@ -144,7 +144,7 @@ mod tower_futures {
     use super::*;
     use std::future::Ready;
     use watertight::clock::TokioClock;
-    use watertight::tower::{BreakerFuture, ErrorIsFailure, PolicyFuture};
+    use watertight::tower::{BreakerFuture, ErrorIsFailure, IdempotentPolicyFuture, PolicyFuture};
     use watertight::CircuitBreaker;
 
     const fn send_static<T: Send + 'static>() {}
@@ -168,6 +168,8 @@ mod tower_futures {
 
     const _: () = send_static::<PolicyFuture<TokioClock, 64, Echo, u32, ErrorIsFailure>>();
     const _: () = send_static::<PolicyFuture<Arc<ManualClock>, 8, Echo, u32>>();
+    const _: () = send_static::<IdempotentPolicyFuture<TokioClock, 64, Echo, u32>>();
+    const _: () = send_static::<IdempotentPolicyFuture<Arc<ManualClock>, 8, Echo, u32>>();
     const _: () = send_static::<
         BreakerFuture<
             CircuitBreaker<TokioClock, 64>,

@@ -193,3 +193,131 @@ fn waits_that_queued_are_counted() {
         "{text}"
     );
 }
+
+/// Polls `fut` to its end, advancing the clock 10 ms whenever it waits
+/// (a backoff or a call timeout).
+fn drive<F: std::future::Future>(clock: &watertight::clock::ManualClock, fut: F) -> F::Output {
+    let mut fut = Box::pin(fut);
+    for _ in 0..10_000 {
+        if let Some(out) = futures_lite::future::block_on(futures_lite::future::poll_once(&mut fut))
+        {
+            return out;
+        }
+        clock.advance(std::time::Duration::from_millis(10));
+    }
+    panic!("the call never finished");
+}
+
+#[test]
+fn retries_are_counted_by_reason_and_the_budget_refusals() {
+    use std::cell::Cell;
+    use std::future::IntoFuture;
+    use std::time::Duration;
+    use watertight::clock::ManualClock;
+    use watertight::metrics::PolicyExporter;
+    use watertight::policy::{Policy, PolicyConfig};
+    use watertight::retry::RetryConfig;
+    use watertight::BreakerConfig;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let clock = ManualClock::new();
+    let lenient = BreakerConfig::builder()
+        .window_size(64)
+        .minimum_calls(64)
+        .build()
+        .unwrap();
+    let config = PolicyConfig::builder(4)
+        .call_timeout(Duration::from_millis(100))
+        .breaker(lenient)
+        .retry(RetryConfig::builder().seed(7))
+        .build()
+        .unwrap();
+    let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    let exporter = metrics::with_local_recorder(&recorder, || {
+        watertight::metrics::describe();
+        PolicyExporter::new(&search)
+    });
+
+    // Two calls that fail once, then answer: two retries after a failure.
+    for _ in 0..2 {
+        let tries = Cell::new(0);
+        let out = drive(
+            &clock,
+            search
+                .call_idempotent(|| {
+                    tries.set(tries.get() + 1);
+                    let first = tries.get() == 1;
+                    async move {
+                        if first {
+                            Err("reset")
+                        } else {
+                            Ok(())
+                        }
+                    }
+                })
+                .into_future(),
+        );
+        assert_eq!(out, Ok(()));
+    }
+    // One that times out once, then answers: one retry after a timeout.
+    let tries = Cell::new(0);
+    let out = drive(
+        &clock,
+        search
+            .call_idempotent(|| {
+                tries.set(tries.get() + 1);
+                let first = tries.get() == 1;
+                async move {
+                    if first {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, &str>(())
+                }
+            })
+            .into_future(),
+    );
+    assert_eq!(out, Ok(()));
+    // Calls that always fail, until the budget has refused a retry.
+    while search.retry_metrics().budget_exhausted == 0 {
+        let out = drive(
+            &clock,
+            search
+                .call_idempotent(|| async { Err::<(), _>("down") })
+                .into_future(),
+        );
+        assert!(out.is_err());
+    }
+    let m = search.retry_metrics();
+    assert_eq!(m.after_timeout, 1);
+    assert!(m.after_failure >= 2);
+    assert_eq!(m.budget_exhausted, 1);
+
+    // Exported only on `update`: still zero before it.
+    let text = prometheus.render();
+    assert!(
+        text.contains(r#"retries_total{system="search",reason="failure"} 0"#),
+        "{text}"
+    );
+    exporter.update(&search);
+    let text = prometheus.render();
+    let failure = format!(
+        r#"retries_total{{system="search",reason="failure"}} {}"#,
+        m.after_failure
+    );
+    assert!(text.contains(&failure), "{text}");
+    assert!(
+        text.contains(r#"retries_total{system="search",reason="timeout"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"retry_budget_exhausted_total{system="search"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE retries_total counter"), "{text}");
+    assert!(text.contains("# HELP retries_total"), "{text}");
+    assert!(
+        text.contains("# HELP retry_budget_exhausted_total"),
+        "{text}"
+    );
+}

@@ -346,3 +346,178 @@ fn a_closed_bulkhead_refuses_with_bulkhead_closed() {
     assert_eq!(p.bulkhead().metrics().rejected_closed, 1);
     assert_eq!(p.breaker().metrics().calls, 0);
 }
+
+// ---- retries: `PolicyLayer::idempotent` ------------------------------------
+
+/// An inner service that fails its first `fails` calls, then answers;
+/// records each request it is sent.
+fn flaky(
+    sent: &Arc<std::sync::Mutex<Vec<u32>>>,
+    fails: usize,
+) -> impl Service<u32, Response = u32, Error = u32, Future = Ready<Result<u32, u32>>> + Clone {
+    let sent = sent.clone();
+    tower::service_fn(move |n: u32| {
+        let mut sent = sent.lock().unwrap();
+        sent.push(n);
+        ready(if sent.len() <= fails { Err(n) } else { Ok(n) })
+    })
+}
+
+fn sent() -> Arc<std::sync::Mutex<Vec<u32>>> {
+    Arc::default()
+}
+
+#[test]
+fn a_failing_request_is_retried_once_as_a_clone_through_the_whole_policy() {
+    let clock = Clock::default();
+    let p = policy(2, 100 * MS, &clock);
+    let log = sent();
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(flaky(&log, 1));
+
+    let mut call = Task::pending(svc.call(7));
+    // The first attempt failed; its slot is back during the backoff.
+    assert_eq!(*log.lock().unwrap(), [7]);
+    assert_eq!(p.bulkhead().in_flight(), 0);
+    let m = p.breaker().metrics();
+    assert_eq!((m.calls, m.failed_calls), (1, 1));
+    clock.advance(50 * MS); // the backoff is at most the base, 50 ms
+    assert_eq!(call.ready(), Ok(7));
+    assert_eq!(*log.lock().unwrap(), [7, 7], "the request, sent again");
+    // The retry took its own slot and passed the breaker again.
+    assert_eq!(p.bulkhead().metrics().accepted, 2);
+    let m = p.breaker().metrics();
+    assert_eq!((m.calls, m.failed_calls), (2, 1));
+    assert_eq!(p.retry_metrics().after_failure, 1);
+
+    // Failing every time: two attempts (the default), then the last error.
+    let log = sent();
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(flaky(&log, usize::MAX));
+    let mut call = Task::pending(svc.call(8));
+    clock.advance(50 * MS);
+    assert_eq!(call.ready().unwrap_err().into_inner(), Some(8));
+    assert_eq!(*log.lock().unwrap(), [8, 8]);
+    assert_eq!(p.retry_metrics().after_failure, 2);
+}
+
+#[test]
+fn a_call_timeout_is_retried_and_each_attempt_has_its_own_timeout() {
+    let clock = Clock::default();
+    let p = policy(1, 100 * MS, &clock);
+    let dropped = Rc::new(Cell::new(0));
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(Hanging(dropped.clone()));
+
+    let mut call = Task::pending(svc.call(7));
+    clock.advance(300 * MS); // the first attempt's call timeout
+    call.assert_pending();
+    assert_eq!(dropped.get(), 1);
+    assert_eq!(p.bulkhead().in_flight(), 0, "no slot held in the backoff");
+    clock.advance(50 * MS); // the backoff: the second attempt starts
+    call.assert_pending();
+    assert_eq!(p.bulkhead().in_flight(), 1);
+    clock.advance(300 * MS);
+    assert_eq!(
+        call.ready().unwrap_err().kind(),
+        &ErrorKind::DeadlineExceeded
+    );
+    assert_eq!(dropped.get(), 2);
+    let r = p.retry_metrics();
+    assert_eq!((r.after_failure, r.after_timeout), (0, 1));
+}
+
+#[test]
+fn a_success_is_not_retried() {
+    let clock = Clock::default();
+    let p = policy(2, 100 * MS, &clock);
+    let hits = Arc::new(AtomicUsize::new(0));
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(answering(&hits));
+    assert_eq!(Task::new(svc.call(7)).ready(), Ok(7));
+    assert_eq!(hits.load(Relaxed), 1);
+    assert_eq!(p.bulkhead().metrics().accepted, 1);
+    assert_eq!(p.retry_metrics(), Default::default());
+}
+
+#[test]
+fn a_refusal_by_the_policy_is_not_retried() {
+    let clock = Clock::default();
+    let p = policy(1, Duration::ZERO, &clock);
+    let hits = Arc::new(AtomicUsize::new(0));
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(answering(&hits));
+
+    // A full bulkhead: refused at once, never retried.
+    let held = p.bulkhead().try_acquire().unwrap();
+    let err = Task::new(svc.call(7)).ready().unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::BulkheadFull);
+    assert_eq!(p.bulkhead().metrics().rejected_full, 1);
+    drop(held);
+
+    // An open breaker: the same.
+    p.breaker().force_open();
+    let err = Task::new(svc.call(7)).ready().unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::CircuitOpen(Rejection::ForcedOpen));
+    assert_eq!(p.breaker().metrics().rejected, 1);
+
+    assert_eq!(hits.load(Relaxed), 0);
+    assert_eq!(p.retry_metrics(), Default::default());
+    assert_eq!(p.retry_budget().tokens(), 10.0, "no token taken");
+}
+
+#[test]
+fn without_the_opt_in_nothing_is_retried() {
+    let clock = Clock::default();
+    let p = policy(2, 100 * MS, &clock);
+    let log = sent();
+    let mut svc = PolicyLayer::new(p.clone()).layer(flaky(&log, 1));
+    assert_eq!(
+        Task::new(svc.call(7)).ready().unwrap_err().into_inner(),
+        Some(7)
+    );
+    assert_eq!(*log.lock().unwrap(), [7]);
+    assert_eq!(p.retry_metrics(), Default::default());
+    // The same policy retries through the opted-in layer.
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .layer(flaky(&log, 1));
+    assert_eq!(Task::new(svc.call(9)).ready(), Ok(9));
+    assert_eq!(*log.lock().unwrap(), [7, 9]);
+}
+
+#[test]
+fn a_retry_after_hint_from_the_error_replaces_the_backoff() {
+    let clock = Clock::default();
+    let p = policy(2, 100 * MS, &clock);
+    let log = sent();
+    // An error of 150 or more says "retry after that many ms".
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .retry_after(|e: &u32| (*e >= 150).then(|| *e * MS))
+        .layer(flaky(&log, 1));
+
+    let mut call = Task::pending(svc.call(200));
+    clock.advance(199 * MS);
+    call.assert_pending();
+    assert_eq!(*log.lock().unwrap(), [200], "not before the hint");
+    clock.advance(MS);
+    assert_eq!(call.ready(), Ok(200));
+    assert_eq!(*log.lock().unwrap(), [200, 200]);
+
+    // No hint from this error: the jittered backoff (at most 50 ms).
+    let log = sent();
+    let mut svc = PolicyLayer::new(p.clone())
+        .idempotent()
+        .retry_after(|e: &u32| (*e >= 150).then(|| *e * MS))
+        .layer(flaky(&log, 1));
+    let mut call = Task::pending(svc.call(8));
+    clock.advance(50 * MS);
+    assert_eq!(call.ready(), Ok(8));
+    assert_eq!(*log.lock().unwrap(), [8, 8]);
+}

@@ -10,16 +10,22 @@
 //! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
 //! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
 //! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
+//! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
+//! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
 //!
-//! A policy refused by its bulkhead (full, or timed out waiting) or its
+//! A retry is one event, before its backoff; a failed attempt emits
+//! nothing of its own (a timed-out one emits the policy's timeout event
+//! first). A policy refused by its bulkhead (full, or timed out waiting) or its
 //! breaker emits only that layer's event. Every test here runs on one thread
 //! under `tracing::subscriber::with_default`, on a `ManualClock`: events
 //! from tests running at the same time on other threads are not seen.
 #![cfg(not(loom))]
 #![cfg(feature = "tracing")]
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::IntoFuture;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +37,7 @@ use tracing::{Event, Level, Metadata, Subscriber};
 use watertight::clock::ManualClock;
 use watertight::deadline::Deadline;
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::retry::{RetryConfig, RetryConfigBuilder};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CircuitBreaker, Rejection};
 
 /// One captured event: level, target and every field as text (the message
@@ -363,4 +370,170 @@ fn a_call_timeout_that_trips_the_breaker_is_a_transition_then_the_timeout() {
         ]
     );
     assert_eq!(events[0].level, Level::INFO);
+}
+
+/// Polls `fut` to its end on this thread, advancing the clock 10 ms
+/// whenever it waits (a backoff or a call timeout).
+fn drive<F: std::future::Future>(clock: &ManualClock, fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    for _ in 0..10_000 {
+        if let Some(out) = block_on(poll_once(fut.as_mut())) {
+            return out;
+        }
+        clock.advance(Duration::from_millis(10));
+    }
+    panic!("the call never finished");
+}
+
+fn retrying_policy(clock: &ManualClock, retry: RetryConfigBuilder) -> Policy<&ManualClock, 8> {
+    let breaker = BreakerConfig::builder()
+        .window_size(8)
+        .minimum_calls(8)
+        .build()
+        .unwrap();
+    let config = PolicyConfig::builder(4)
+        .call_timeout(Duration::from_millis(100))
+        .breaker(breaker)
+        .retry(retry.seed(7))
+        .build()
+        .unwrap();
+    Policy::new("search", config, clock).unwrap()
+}
+
+/// The INFO events (the retries), each as its fields but `backoff_ms`,
+/// which is checked against the backoff cap.
+fn retries(events: &[Captured], cap_ms: u64) -> Vec<Vec<(String, String)>> {
+    let infos: Vec<Captured> = events
+        .iter()
+        .filter(|e| e.level == Level::INFO)
+        .cloned()
+        .collect();
+    for e in &infos {
+        assert_eq!(e.target, "watertight::policy");
+        assert_eq!(e.field("message"), Some("retrying a call"));
+        let ms: u64 = e.field("backoff_ms").expect("backoff_ms").parse().unwrap();
+        assert!(ms <= cap_ms, "backoff {ms} ms over the cap {cap_ms} ms");
+    }
+    infos
+        .iter()
+        .map(|e| {
+            e.fields
+                .iter()
+                .filter(|(k, _)| *k != "message" && *k != "backoff_ms")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn one_info_event_per_retry_with_its_reason_and_attempt() {
+    let clock = ManualClock::new();
+    let search = retrying_policy(&clock, RetryConfig::builder().max_attempts(3));
+
+    // Fails twice, then answers: two retries, attempts 2 and 3.
+    let tries = Cell::new(0);
+    let (out, events) = capture(|| {
+        drive(
+            &clock,
+            search
+                .call_idempotent(|| {
+                    tries.set(tries.get() + 1);
+                    let n = tries.get();
+                    async move {
+                        if n < 3 {
+                            Err("reset")
+                        } else {
+                            Ok(n)
+                        }
+                    }
+                })
+                .into_future(),
+        )
+    });
+    assert_eq!(out, Ok(3));
+    assert_eq!(
+        retries(&events, 100),
+        vec![
+            pairs(&[
+                ("attempt", "2"),
+                ("reason", "failure"),
+                ("system", "search")
+            ]),
+            pairs(&[
+                ("attempt", "3"),
+                ("reason", "failure"),
+                ("system", "search")
+            ]),
+        ]
+    );
+    assert_eq!(events.len(), 2, "{events:?}");
+
+    // Times out once: the timeout's DEBUG event, then the retry's.
+    let tries = Cell::new(0);
+    let (out, events) = capture(|| {
+        drive(
+            &clock,
+            search
+                .call_idempotent(|| {
+                    tries.set(tries.get() + 1);
+                    let first = tries.get() == 1;
+                    async move {
+                        if first {
+                            std::future::pending::<()>().await;
+                        }
+                        Ok::<_, &str>(0)
+                    }
+                })
+                .into_future(),
+        )
+    });
+    assert_eq!(out, Ok(0));
+    assert_eq!(
+        retries(&events, 50),
+        vec![pairs(&[
+            ("attempt", "2"),
+            ("reason", "timeout"),
+            ("system", "search"),
+        ])]
+    );
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].field("reason"), Some("deadline_exceeded"));
+
+    // A success, and a plain call that fails: no retry, no event.
+    let (_, events) = capture(|| {
+        drive(&clock, search.call_idempotent(ok).into_future()).unwrap();
+        drive(&clock, search.call(|| async { Err::<(), _>("reset") })).unwrap_err();
+    });
+    assert_eq!(events, vec![]);
+}
+
+#[test]
+fn a_retry_the_budget_refuses_is_one_debug_event() {
+    let clock = ManualClock::new();
+    // Two tokens: the first failure leaves one, not more than half.
+    let search = retrying_policy(&clock, RetryConfig::builder().budget(2, 10.0));
+    let (out, events) = capture(|| {
+        drive(
+            &clock,
+            search
+                .call_idempotent(|| async { Err::<(), _>("down") })
+                .into_future(),
+        )
+    });
+    assert_eq!(out.unwrap_err().into_inner(), Some("down"));
+    assert_eq!(search.retry_metrics().budget_exhausted, 1);
+    assert_eq!(summary(&events), vec![pairs(&[("system", "search")])]);
+    assert_eq!(
+        (
+            events[0].level,
+            events[0].target.as_str(),
+            events[0].field("message")
+        ),
+        (
+            Level::DEBUG,
+            "watertight::policy",
+            Some("retry budget exhausted: the failed call is not retried")
+        )
+    );
 }
