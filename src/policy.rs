@@ -2263,9 +2263,22 @@ where
 
             // What the attempt says about the system, and whether to retry.
             let (out, reason) = match out {
+                // An answer the classifier calls a failure (an HTTP client's
+                // `Ok(503)`) is retried like an error.
                 Ok(v) => {
-                    retry.budget.succeeded();
-                    return Poll::Ready(Ok(v));
+                    let judged: Result<T, E> = Ok(v);
+                    let outcome = this.classify.clone().judge(&judged);
+                    let Ok(v) = judged else {
+                        unreachable!("made as an answer just above")
+                    };
+                    match outcome {
+                        Outcome::Failure => (Ok(v), RetryReason::Failure),
+                        Outcome::Success => {
+                            retry.budget.succeeded();
+                            return Poll::Ready(Ok(v));
+                        }
+                        _ => return Poll::Ready(Ok(v)),
+                    }
                 }
                 Err(Error {
                     system,
@@ -2278,7 +2291,7 @@ where
                     };
                     let err = Error::new(system, ErrorKind::Call(e));
                     match outcome {
-                        Outcome::Failure => (err, RetryReason::Failure),
+                        Outcome::Failure => (Err(err), RetryReason::Failure),
                         Outcome::Success => {
                             retry.budget.succeeded();
                             return Poll::Ready(Err(err));
@@ -2293,7 +2306,7 @@ where
                     if this.budget.is_some_and(|end| now >= end) {
                         return Poll::Ready(Err(err));
                     }
-                    (err, RetryReason::Timeout)
+                    (Err(err), RetryReason::Timeout)
                 }
                 // A refusal by the policy's own layers: stop.
                 Err(err) => return Poll::Ready(Err(err)),
@@ -2302,11 +2315,14 @@ where
             // A retryable failure: it takes its token whatever comes next.
             if *this.attempts >= retry.config.max_attempts() {
                 retry.budget.failed();
-                return Poll::Ready(Err(out));
+                return Poll::Ready(out);
             }
             let now = clock.now();
-            let hinted = match out.kind() {
-                ErrorKind::Call(e) => this.hint.retry_after(e),
+            let hinted = match &out {
+                Err(Error {
+                    kind: ErrorKind::Call(e),
+                    ..
+                }) => this.hint.retry_after(e),
                 _ => None,
             };
             let wait = hinted
@@ -2315,7 +2331,7 @@ where
             if let Some(end) = *this.budget {
                 if end.saturating_duration_since(start) < retry.config.min_attempt_time() {
                     retry.budget.failed();
-                    return Poll::Ready(Err(out));
+                    return Poll::Ready(out);
                 }
             }
             if !retry.budget.failed_may_retry() {
@@ -2325,7 +2341,7 @@ where
                     system = name,
                     "retry budget exhausted: the failed call is not retried"
                 );
-                return Poll::Ready(Err(out));
+                return Poll::Ready(out);
             }
             match reason {
                 RetryReason::Failure => &retry.after_failure,

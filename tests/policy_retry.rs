@@ -181,6 +181,44 @@ fn successes_refusals_and_non_idempotent_calls_are_not_retried() {
 }
 
 #[test]
+fn an_answer_the_classifier_calls_a_failure_is_retried_and_returned_last() {
+    // An HTTP client's `Ok(503)`: the system answered, badly.
+    let clock = ManualClock::new();
+    let p = policy(&clock, RetryConfig::builder().max_attempts(3));
+    let made = Cell::new(0);
+    let mut t = Task::new(
+        p.call_idempotent(|| {
+            made.set(made.get() + 1);
+            let status = if made.get() < 3 { 503 } else { 200 };
+            async move { Ok::<u16, ()>(status) }
+        })
+        .classify(|r: &Result<u16, ()>| match r {
+            Ok(s) if *s >= 500 => Outcome::Failure,
+            Ok(_) => Outcome::Success,
+            Err(()) => Outcome::Failure,
+        })
+        .into_future(),
+    );
+    assert_eq!(drive(&clock, &mut t, MS), Ok(200));
+    assert_eq!(made.get(), 3);
+    assert_eq!(p.retry_metrics().after_failure, 2);
+
+    // Out of attempts: the last answer is what the caller gets.
+    let mut t = Task::new(
+        p.call_idempotent(|| async { Ok::<u16, ()>(503) })
+            .classify(|r: &Result<u16, ()>| {
+                if matches!(r, Ok(503)) {
+                    Outcome::Failure
+                } else {
+                    Outcome::Success
+                }
+            })
+            .into_future(),
+    );
+    assert_eq!(drive(&clock, &mut t, MS), Ok(503));
+}
+
+#[test]
 fn no_attempt_starts_that_the_request_budget_cannot_hold() {
     let clock = ManualClock::new();
     // min_attempt_time 50 ms by default.
