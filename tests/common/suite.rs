@@ -12,7 +12,11 @@
 //! policy scenarios likewise run `timeout` and `Policy` on the runtime's
 //! clock and timer: a call that never answers is ended by a real 20 ms
 //! timeout or a 30 ms budget, and only the outcome is asserted (which error,
-//! which layer counted what, that the call's future was dropped).
+//! which layer counted what, that the call's future was dropped). The retry
+//! scenario runs `Policy::call_idempotent` there too: a failure and a real
+//! 20 ms call timeout are each retried once after a real (jittered, at most
+//! 5 ms) backoff, and only the attempts, their order and the counts are
+//! asserted.
 //!
 //! Include it with `#[macro_use] #[path = "common/suite.rs"] mod suite;`.
 
@@ -29,6 +33,7 @@ use watertight::breaker::{OnTransition, State, Transition};
 use watertight::clock::{Clock, Timer};
 use watertight::deadline::{timeout, timeout_at, Deadline, Elapsed};
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::retry::RetryConfig;
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker, Rejection};
 
 /// A spawned task, or the wait for one.
@@ -207,6 +212,7 @@ macro_rules! behaviour_suite {
             policies_isolate_a_hanging_system
             policy_cancelled_call_leaves_both_layers_clean
             policy_budget_limits_the_call
+            policy_retries_a_failure_and_a_timeout_once
             $($extra)*
         );
     };
@@ -1569,4 +1575,96 @@ pub async fn policy_budget_limits_the_call<R: Runtime>(rt: R) {
     assert_eq!((m.state, m.calls, m.failed_calls), (State::Closed, 1, 0));
     let m = p.bulkhead().metrics();
     assert_eq!((m.accepted, m.in_flight, m.available), (5, 0, 1));
+}
+
+/// (s) Retries on the runtime's clock and timer. A call marked idempotent
+/// whose first attempt fails and second succeeds, on a spawned task, is
+/// made twice, in order, each attempt holding its own slot (the first one's
+/// given back before the second starts); the breaker sees both outcomes and
+/// the retry counts one retry after a failure. A call whose first attempt
+/// never answers is cut by the real 20 ms call timeout (its future dropped)
+/// and retried once; the second attempt answers. Only counts and order are
+/// asserted, never how long the backoff slept.
+pub async fn policy_retries_a_failure_and_a_timeout_once<R: Runtime>(rt: R) {
+    let config = PolicyConfig::builder(2)
+        .call_timeout(SHORT)
+        .breaker(policy_breaker(16, LONG))
+        .retry(
+            RetryConfig::builder()
+                .max_attempts(3)
+                .backoff(Duration::from_millis(1), Duration::from_millis(5))
+                .min_attempt_time(Duration::ZERO)
+                .seed(17),
+        )
+        .build()
+        .unwrap();
+    let p = policy(&rt, "retry", config);
+
+    // Fails once, then succeeds; each attempt logs its number and the
+    // slots in flight as it starts.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (p2, log2) = (Arc::clone(&p), Arc::clone(&log));
+    let on_task = spawn(&rt, async move {
+        let made = AtomicUsize::new(0);
+        p2.call_idempotent(|| {
+            let n = made.fetch_add(1, Ordering::SeqCst) + 1;
+            lock(&log2).push((n, p2.bulkhead().in_flight()));
+            async move {
+                if n == 1 {
+                    Err("connection reset")
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await
+    });
+    assert_eq!(on_task.await, Ok(2), "the second attempt's answer");
+    assert_eq!(
+        *lock(&log),
+        [(1, 1), (2, 1)],
+        "two attempts, in order, one slot each"
+    );
+    let r = p.retry_metrics();
+    assert_eq!(
+        (r.after_failure, r.after_timeout, r.budget_exhausted),
+        (1, 0, 0)
+    );
+    let m = p.breaker().metrics();
+    assert_eq!((m.state, m.calls, m.failed_calls), (State::Closed, 2, 1));
+    let m = p.bulkhead().metrics();
+    assert_eq!((m.accepted, m.in_flight, m.available), (2, 0, 2));
+
+    // The first attempt hangs until the call timeout cuts it; the retry
+    // answers at once.
+    let hangs = Hangs::default();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let made = AtomicUsize::new(0);
+    let r = p
+        .call_idempotent(|| {
+            let attempt: Pin<Box<dyn Future<Output = Result<u8, &str>> + Send>> =
+                if made.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Box::pin(hangs.call())
+                } else {
+                    Box::pin(answer(&ran, 9))
+                };
+            attempt
+        })
+        .await;
+    assert_eq!(r, Ok(9));
+    assert_eq!(made.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        (hangs.started(), hangs.dropped(), ran.load(Ordering::SeqCst)),
+        (1, 1, 1),
+        "the hung attempt was dropped, then the retry ran"
+    );
+    let r = p.retry_metrics();
+    assert_eq!(
+        (r.after_failure, r.after_timeout, r.budget_exhausted),
+        (1, 1, 0)
+    );
+    let m = p.breaker().metrics();
+    assert_eq!((m.state, m.calls, m.failed_calls), (State::Closed, 4, 2));
+    let m = p.bulkhead().metrics();
+    assert_eq!((m.accepted, m.in_flight, m.available), (4, 0, 2));
 }
