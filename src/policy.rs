@@ -902,8 +902,8 @@ impl Retries {
 }
 
 /// The jitter's seed when the config sets none: with `std`, random per
-/// policy (std's per-process hash keys and the time), so that replicas do
-/// not retry in step; without it, the name's FNV-1a hash.
+/// policy (std's random hash keys, fresh per process and per call), so that
+/// replicas do not retry in step; without it, the name's FNV-1a hash.
 fn default_seed(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
@@ -911,12 +911,10 @@ fn default_seed(name: &str) -> u64 {
     }
     #[cfg(feature = "std")]
     {
+        // Random keys per process, and a fresh pair per `RandomState`.
         use core::hash::{BuildHasher, Hasher};
         let mut r = std::collections::hash_map::RandomState::new().build_hasher();
         r.write_u64(h);
-        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-            r.write_u128(t.as_nanos());
-        }
         h = r.finish();
     }
     h
