@@ -259,5 +259,5 @@ pub mod futures {
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
     pub use crate::deadline::Timeout;
-    pub use crate::policy::PolicyCall;
+    pub use crate::policy::{PolicyCall, RetryCall};
 }

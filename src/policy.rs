@@ -1971,13 +1971,41 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
 }
 
 /// No `Retry-After` hint: the backoff is the config's.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::policy::{NoHint, RetryHint};
+/// assert_eq!(RetryHint::<&str>::retry_after(&mut NoHint, &"busy"), None);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoHint;
 
 /// A hint from the call's error: how long to wait before the retry.
+/// Any `FnMut(&E) -> Option<Duration>` is one.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::policy::RetryHint;
+///
+/// let mut hint = |status: &u16| (*status == 503).then_some(Duration::from_secs(2));
+/// assert_eq!(hint.retry_after(&503), Some(Duration::from_secs(2)));
+/// assert_eq!(hint.retry_after(&500), None);
+/// ```
 pub trait RetryHint<E> {
     /// `Some(d)`: wait `d` (a server's `Retry-After`) instead of the
     /// jittered backoff. `None`: the backoff.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::policy::RetryHint;
+    /// let mut never = |_: &()| None::<Duration>;
+    /// assert_eq!(never.retry_after(&()), None);
+    /// ```
     fn retry_after(&mut self, error: &E) -> Option<Duration>;
 }
 
@@ -2044,6 +2072,26 @@ impl<'p, C, const N: usize, W, B, F, K, H> Retrying<'p, C, N, W, B, F, K, H> {
     /// Within a request budget: no attempt runs past it, no backoff sleeps
     /// past it, and no attempt starts with less than the config's
     /// [`min_attempt_time`](RetryConfig::min_attempt_time) of it left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #![allow(unused_imports)]
+    /// # use core::time::Duration;
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::deadline::Deadline;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// # use watertight::Outcome;
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let request = Deadline::after(&clock, Duration::from_millis(30));
+    /// // 30 ms left is under the 50 ms an attempt needs: no retry.
+    /// let r = p.call_idempotent(|| async { Err::<(), _>("reset") }).within(&request).await;
+    /// assert_eq!(r.unwrap_err().into_inner(), Some("reset"));
+    /// assert_eq!(p.retry_metrics().after_failure, 0);
+    /// # });
+    /// ```
     pub fn within(mut self, budget: &Deadline<C>) -> Self
     where
         C: Clock,
@@ -2054,6 +2102,28 @@ impl<'p, C, const N: usize, W, B, F, K, H> Retrying<'p, C, N, W, B, F, K, H> {
 
     /// With a classifier (called once or twice per attempt: keep it pure).
     /// Only what it calls a [`Failure`](Outcome::Failure) is retried.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #![allow(unused_imports)]
+    /// # use core::time::Duration;
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::deadline::Deadline;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// # use watertight::Outcome;
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// // A 404 is an answer, not a failure: not retried.
+    /// let r = p
+    ///     .call_idempotent(|| async { Err::<(), u16>(404) })
+    ///     .classify(|r: &Result<(), u16>| if matches!(r, Err(404)) { Outcome::Success } else { Outcome::Failure })
+    ///     .await;
+    /// assert_eq!(r.unwrap_err().into_inner(), Some(404));
+    /// assert_eq!(p.retry_metrics().after_failure, 0);
+    /// # });
+    /// ```
     pub fn classify<K2>(self, classify: K2) -> Retrying<'p, C, N, W, B, F, K2, H> {
         Retrying {
             policy: self.policy,
@@ -2067,6 +2137,29 @@ impl<'p, C, const N: usize, W, B, F, K, H> Retrying<'p, C, N, W, B, F, K, H> {
     /// With a hint from the error: `Some(d)` waits `d` before the retry
     /// (a server's `Retry-After`) instead of the jittered backoff; still
     /// never past the request budget.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #![allow(unused_imports)]
+    /// # use core::time::Duration;
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::deadline::Deadline;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// # use watertight::Outcome;
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let p: Policy<_> = Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let request = Deadline::after(&clock, Duration::from_secs(1));
+    /// // The server says: come back in 5 s. The request cannot wait that long.
+    /// let r = p
+    ///     .call_idempotent(|| async { Err::<(), u16>(503) })
+    ///     .retry_after(|_: &u16| Some(Duration::from_secs(5)))
+    ///     .within(&request)
+    ///     .await;
+    /// assert_eq!(r.unwrap_err().into_inner(), Some(503));
+    /// # });
+    /// ```
     pub fn retry_after<H2>(self, hint: H2) -> Retrying<'p, C, N, W, B, F, K, H2> {
         Retrying {
             policy: self.policy,
@@ -2104,7 +2197,28 @@ where
 }
 
 /// Starts an attempt by calling the closure, which it keeps (so that the
-/// retry can take it back for the next attempt).
+/// retry can take it back for the next attempt): the `D` of the
+/// [`RetryCall`] that [`Policy::call_idempotent`] makes.
+///
+/// # Examples
+///
+/// ```
+/// use core::future::{IntoFuture, Ready};
+/// use watertight::clock::ManualClock;
+/// use watertight::futures::RetryCall;
+/// use watertight::policy::{MakeMut, NoHint, Policy, PolicyConfig};
+///
+/// type Lookup<'p> = RetryCall<
+///     &'p Policy<&'p ManualClock>,
+///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
+///     watertight::breaker::ErrIsFailure<u32, ()>,
+///     NoHint,
+/// >;
+/// let clock = ManualClock::new();
+/// let p = Policy::new("stock", PolicyConfig::builder(2).build().unwrap(), &clock).unwrap();
+/// let call: Lookup<'_> = p.call_idempotent((|| core::future::ready(Ok(7))) as fn() -> _).into_future();
+/// assert_eq!(futures_lite::future::block_on(call), Ok(7));
+/// ```
 #[derive(Debug)]
 pub struct MakeMut<F>(Option<F>);
 

@@ -263,6 +263,13 @@ pub struct RetryConfigBuilder {
 impl RetryConfigBuilder {
     /// Attempts in all, the first included (2 by default; 1 turns retries
     /// off; 0 is refused).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::retry::RetryConfig;
+    /// assert_eq!(RetryConfig::builder().max_attempts(3).build().unwrap().max_attempts(), 3);
+    /// ```
     pub const fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self
@@ -270,6 +277,17 @@ impl RetryConfigBuilder {
 
     /// The backoff: `base` before the first retry, doubling up to `max`
     /// (50 ms and 1 s by default), each drawn with full jitter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration; use watertight::retry::RetryConfig;
+    /// let c = RetryConfig::builder()
+    ///     .backoff(Duration::from_millis(20), Duration::from_millis(100))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(c.backoff_cap(4), Duration::from_millis(100));
+    /// ```
     pub const fn backoff(mut self, base: Duration, max: Duration) -> Self {
         self.base_backoff = base;
         self.max_backoff = max;
@@ -278,6 +296,14 @@ impl RetryConfigBuilder {
 
     /// No attempt is started with less than this left of the request
     /// (50 ms by default): the last error is returned instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration; use watertight::retry::RetryConfig;
+    /// let c = RetryConfig::builder().min_attempt_time(Duration::from_millis(200)).build().unwrap();
+    /// assert_eq!(c.min_attempt_time(), Duration::from_millis(200));
+    /// ```
     pub const fn min_attempt_time(mut self, d: Duration) -> Self {
         self.min_attempt_time = d;
         self
@@ -286,6 +312,14 @@ impl RetryConfigBuilder {
     /// The budget: `max_tokens` (10 by default) and the share of a token
     /// each success gives back, in percent (10 % by default; at least
     /// 0.1 %, at most 100 %).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::retry::RetryConfig;
+    /// let c = RetryConfig::builder().budget(100, 5.0).build().unwrap();
+    /// assert_eq!((c.budget_max_tokens(), c.budget_ratio_percent()), (100, 5.0));
+    /// ```
     pub const fn budget(mut self, max_tokens: u32, ratio_percent: f32) -> Self {
         self.budget_max_tokens = max_tokens;
         self.budget_ratio_percent = ratio_percent;
@@ -294,6 +328,14 @@ impl RetryConfigBuilder {
 
     /// The jitter's seed (by default: random per policy with `std`, a
     /// constant mixed with the policy's name without it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::retry::RetryConfig;
+    /// // Reproducible backoffs, in a test.
+    /// assert_eq!(RetryConfig::builder().seed(42).build().unwrap().seed(), Some(42));
+    /// ```
     pub const fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -458,6 +500,14 @@ pub struct RetryBudget {
 impl RetryBudget {
     crate::sync::const_fn! {
         /// A full budget, sized by `config`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::retry::{RetryBudget, RetryConfig};
+        /// static BUDGET: RetryBudget = RetryBudget::new(&RetryConfig::DEFAULT);
+        /// assert_eq!(BUDGET.tokens(), 10.0);
+        /// ```
         pub const fn new(config: &RetryConfig) -> Self {
             let max_milli = config.budget_max_tokens * 1000;
             RetryBudget {
@@ -570,6 +620,14 @@ const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 impl Jitter {
     crate::sync::const_fn! {
         /// A sequence from `seed`: the same seed gives the same draws, in order.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::retry::Jitter;
+        /// static JITTER: Jitter = Jitter::new(7);
+        /// let _ = JITTER.next_u64();
+        /// ```
         pub const fn new(seed: u64) -> Self {
             Jitter {
                 state: AtomicU64::new(seed),
