@@ -1,5 +1,5 @@
-//! One limit across processes: seed 004's "with four uvicorn workers the
-//! neighbour is protected by eighty slots", and the same four workers
+//! One limit across processes: four worker processes with a bulkhead of
+//! 20 each put 80 calls at their neighbour at once; here the same four go
 //! through one [`watertight::redis::GlobalBulkhead`] of 20.
 //!
 //! Run: `cargo run --example global_limit --features redis`

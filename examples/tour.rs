@@ -89,8 +89,8 @@
 //!
 //! Act 7 is one limit across processes (feature `redis`, and a
 //! `redis-server` on PATH; without either the act is skipped with one line
-//! saying how to enable it): seed 004's "with four uvicorn workers the
-//! neighbour is protected by eighty slots". The tour starts a neighbour (an
+//! saying how to enable it): four worker processes with a bulkhead of 20
+//! each protect their neighbour with eighty slots, not twenty. The tour starts a neighbour (an
 //! axum server on 127.0.0.1 that counts calls in flight), a redis-server of
 //! its own on a Unix socket, and four worker processes (the tour's own
 //! binary again, in a worker role), each firing 40 calls at once: through a

@@ -1,10 +1,10 @@
 //! Retries that cannot storm: bounded by attempts, by the request's
 //! deadline, and by a retry budget shared by every caller of one system.
 //!
-//! Seed 004, on a call that timed out: "retry once, if the operation is
-//! idempotent and the budget allows … What not to do: retry in a loop with
-//! no limit and no delay, turning a slow neighbour into a dead one." This
-//! module holds the pieces; [`Policy`](crate::Policy) puts them around its
+//! When a call times out: retry once, if the operation is idempotent and
+//! the budget allows; never retry in a loop with no limit and no delay,
+//! which turns a slow neighbour into a dead one. This module holds the
+//! pieces; [`Policy`](crate::Policy) puts them around its
 //! layers.
 //!
 //! # Where retries sit
@@ -62,7 +62,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 /// How a policy retries: attempts, backoff, the minimum time an attempt
 /// needs, and the budget.
 ///
-/// Defaults: 2 attempts (one retry, as seed 004 says), backoff from 50 ms
+/// Defaults: 2 attempts (one retry), backoff from 50 ms
 /// doubling up to 1 s, full jitter; no attempt started with less than
 /// 50 ms of the request left; a budget of 10 tokens with a ratio of 10 %
 /// (gRFC A6's example values).

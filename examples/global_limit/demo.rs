@@ -1,6 +1,6 @@
-//! Seed 004's point, shown with real processes: "the semaphore acts inside
-//! one process; with four uvicorn workers the neighbour is protected by
-//! eighty slots". Shared by `examples/global_limit.rs` and the tour's act 7.
+//! A bulkhead acts inside one process: four worker processes with a
+//! bulkhead of 20 each protect their neighbour with eighty slots, not
+//! twenty. Shown here with real processes; shared by `examples/global_limit.rs` and the tour's act 7.
 //!
 //! The parent process starts a *neighbour* (an axum server on `127.0.0.1`,
 //! a random free port, that counts the calls in flight and keeps the
@@ -39,7 +39,7 @@ use watertight::clock::TokioClock;
 use watertight::redis::{GlobalBulkhead, GlobalConfig};
 use watertight::Bulkhead;
 
-/// Worker processes per round (seed 004's four uvicorn workers).
+/// Worker processes per round (four workers, as a four-process server runs).
 pub const WORKERS: usize = 4;
 /// Each worker's local bulkhead, and its local cap in round 2.
 pub const LOCAL_SLOTS: usize = 20;
