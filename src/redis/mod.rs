@@ -750,8 +750,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
                 match got {
                     Ok(p) => Some(p),
                     Err(e) => {
-                        core.stats.rejected(core.name, "local_cap");
-                        return Err(GlobalError::LocalCap(e));
+                        return Err(core.stats.rejected(core.name, GlobalError::LocalCap(e)));
                     }
                 }
             }
@@ -772,8 +771,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
                     // grant nobody will read, and tells the breaker how
                     // Redis did); the caller's deadline has come.
                     () = core.clock.sleep_until(d) => {
-                        core.stats.rejected(core.name, "timed_out");
-                        return Err(GlobalError::TimedOut);
+                        return Err(core.stats.rejected(core.name, GlobalError::TimedOut));
                     }
                 },
             };
@@ -797,13 +795,11 @@ impl<R: Runtime> GlobalBulkhead<R> {
                 Ok(Acquired::Full { held, next_free }) => {
                     core.stats.saw_in_flight(core.name, held);
                     let Some(deadline) = deadline else {
-                        core.stats.rejected(core.name, "full");
-                        return Err(GlobalError::Full);
+                        return Err(core.stats.rejected(core.name, GlobalError::Full));
                     };
                     let now = core.clock.now();
                     if now >= deadline {
-                        core.stats.rejected(core.name, "timed_out");
-                        return Err(GlobalError::TimedOut);
+                        return Err(core.stats.rejected(core.name, GlobalError::TimedOut));
                     }
                     // The earliest lease's end, a millisecond late so that
                     // Redis's clock has passed it too.
@@ -884,8 +880,9 @@ impl<R: Runtime> GlobalBulkhead<R> {
     ) -> Result<GlobalPermit<R>, GlobalError> {
         let core = &self.inner.core;
         let Some(share) = &self.inner.share else {
-            core.stats.rejected(core.name, "store_unavailable");
-            return Err(GlobalError::StoreUnavailable(failure));
+            return Err(core
+                .stats
+                .rejected(core.name, GlobalError::StoreUnavailable(failure)));
         };
         let got = match deadline {
             None => share.try_acquire_owned(),
@@ -901,13 +898,9 @@ impl<R: Runtime> GlobalBulkhead<R> {
                 })
             }
             Err(crate::AcquireError::TimedOut) => {
-                core.stats.rejected(core.name, "timed_out");
-                Err(GlobalError::TimedOut)
+                Err(core.stats.rejected(core.name, GlobalError::TimedOut))
             }
-            Err(_) => {
-                core.stats.rejected(core.name, "full");
-                Err(GlobalError::Full)
-            }
+            Err(_) => Err(core.stats.rejected(core.name, GlobalError::Full)),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | `global_bulkhead_lease_renewals_total` | counter | leases renewed (one per lease per renewal) |
 //! | `global_bulkhead_leases_lost_total` | counter | leases lost |
 
+use super::GlobalError;
 use crate::sync::{AtomicU64, Ordering};
 
 /// What a [`GlobalBulkhead`](super::GlobalBulkhead) has done since it was
@@ -138,22 +139,25 @@ impl Stats {
         let _ = system;
     }
 
-    pub(super) fn rejected(&self, system: &'static str, cause: &'static str) {
+    /// Counts `refusal` (and reports it) by its cause, and hands it back.
+    pub(super) fn rejected(&self, system: &'static str, refusal: GlobalError) -> GlobalError {
         bump(
-            match cause {
-                "full" => &self.rejected_full,
-                "timed_out" => &self.rejected_timed_out,
-                "local_cap" => &self.rejected_local_cap,
-                _ => &self.rejected_store,
+            match refusal {
+                GlobalError::Full => &self.rejected_full,
+                GlobalError::TimedOut => &self.rejected_timed_out,
+                GlobalError::LocalCap(_) => &self.rejected_local_cap,
+                GlobalError::StoreUnavailable(_) => &self.rejected_store,
             },
             1,
         );
+        let cause = refusal.cause();
         #[cfg(feature = "metrics")]
         ::metrics::counter!("global_bulkhead_rejected_total", "system" => system, "cause" => cause)
             .increment(1);
         #[cfg(feature = "tracing")]
         tracing::debug!(system, cause, "global bulkhead refused a call");
         let _ = (system, cause);
+        refusal
     }
 
     pub(super) fn store_error(&self, system: &'static str, e: &::redis::RedisError) {
