@@ -2343,7 +2343,8 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let handle = this.policy.clone();
+        // Borrowed, not cloned: an `Arc` handle is cloned only for a new attempt.
+        let handle: &R = this.policy;
         let parts = handle.parts();
         let (retry, clock) = (parts.retry, parts.clock);
         #[cfg(feature = "tracing")]
