@@ -42,33 +42,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// `EVALSHA` calls Redis has run, and the µs it spent in them.
-fn evalsha_stats(server: &RedisServer) -> (u64, u64) {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
-    let Some(line) = info
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-    else {
-        return (0, 0);
-    };
-    let field = |name: &str| {
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix(name))
-            .map_or(0, |v| v.parse().unwrap())
-    };
-    (field("calls="), field("usec="))
-}
-
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    evalsha_stats(server).0
-}
-
 /// Script calls and server µs per pair since `before`.
 fn per_pair(server: &RedisServer, before: (u64, u64), pairs: usize) -> (f64, f64) {
-    let now = evalsha_stats(server);
+    let now = server.evalsha_stats();
     let n = pairs as f64;
     ((now.0 - before.0) as f64 / n, (now.1 - before.1) as f64 / n)
 }
@@ -103,11 +79,7 @@ where
 /// last releases are in).
 async fn drained(server: &RedisServer) {
     for _ in 0..500 {
-        let n: u64 = redis::cmd("ZCARD")
-            .arg("watertight:{bench}:holders")
-            .query(&mut server.connection())
-            .unwrap();
-        if n == 0 {
+        if server.zcard("watertight:{bench}:holders") == 0 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -224,7 +196,7 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
             ping.push(t.as_secs_f64());
 
             // The two scripts alone, no watertight around them.
-            let before = evalsha_stats(server);
+            let before = server.evalsha_stats();
             let (c, a, r) = (con.clone(), acquire.clone(), release.clone());
             let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let t = run(tasks, per_task, move || {
@@ -254,7 +226,7 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
             .await;
             raw.push(t, per_pair(server, before, PAIRS));
 
-            let before = evalsha_stats(server);
+            let before = server.evalsha_stats();
             let gg = g.clone();
             let t = run(tasks, per_task, move || {
                 let g = gg.clone();
@@ -267,7 +239,7 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
             drained(server).await;
             dropped.push(t, per_pair(server, before, PAIRS));
 
-            let before = evalsha_stats(server);
+            let before = server.evalsha_stats();
             let gg = g.clone();
             let t = run(tasks, per_task, move || {
                 let g = gg.clone();
@@ -309,13 +281,13 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
     let (mut front, mut plain) = (vec![], vec![]);
     const REFUSALS: u32 = 200_000;
     for _ in 0..RUNS {
-        let before = evalsha_calls(server);
+        let before = server.evalsha_calls();
         let t = Instant::now();
         for _ in 0..REFUSALS {
             black_box(capped.try_acquire().await.unwrap_err());
         }
         front.push((t.elapsed() / REFUSALS).as_secs_f64());
-        assert_eq!(evalsha_calls(server), before, "the front called Redis");
+        assert_eq!(server.evalsha_calls(), before, "the front called Redis");
         let t = Instant::now();
         for _ in 0..REFUSALS {
             let _ = black_box(local.try_acquire());

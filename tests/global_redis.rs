@@ -20,7 +20,7 @@ use watertight::clock::TokioClock;
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
 use watertight::redis::{
     Fallback, GlobalBuildError, GlobalBulkhead, GlobalConfig, GlobalConfigError, GlobalError,
-    StoreFailure,
+    GlobalPermit, StoreFailure,
 };
 
 const HOLDERS: &str = "watertight:{payments}:holders";
@@ -39,22 +39,8 @@ fn config(limit: u32) -> watertight::redis::GlobalConfigBuilder {
 }
 
 /// How many times Redis ran `EVALSHA` (every script call).
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 fn holders(server: &RedisServer) -> u64 {
-    redis::cmd("ZCARD")
-        .arg(HOLDERS)
-        .query(&mut server.connection())
-        .unwrap()
+    server.zcard(HOLDERS)
 }
 
 /// Polls `f` (a test's own bookkeeping, not the code under test) until it
@@ -68,6 +54,32 @@ fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     f()
+}
+
+/// The first permit `g` grants, trying every 50 ms for at most `limit`:
+/// how a test waits for the global limit to come back.
+async fn granted_within(g: &GlobalBulkhead, limit: Duration) -> Option<GlobalPermit> {
+    tokio::time::timeout(limit, async {
+        loop {
+            match g.try_acquire().await {
+                Ok(p) => break p,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await
+    .ok()
+}
+
+/// Whether `permit` reports its lease lost within `limit`.
+async fn lost_within(permit: &GlobalPermit, limit: Duration) -> bool {
+    tokio::time::timeout(limit, async {
+        while !permit.is_lost() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .is_ok()
 }
 
 // ---------------------------------------------------------------------------
@@ -303,7 +315,7 @@ fn a_waiter_is_woken_by_a_release_not_by_polling() {
         // Let b's connection subscribe before it waits.
         let _ = b.try_acquire().await;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = evalsha_calls(&server);
+        let before = server.evalsha_calls();
         let waiter = tokio::spawn(async move {
             let start = Instant::now();
             let p = b.acquire_timeout(Duration::from_secs(20)).await;
@@ -311,14 +323,14 @@ fn a_waiter_is_woken_by_a_release_not_by_polling() {
         });
         // The waiter sits for a second: a poller would call Redis many times.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let during = evalsha_calls(&server) - before;
+        let during = server.evalsha_calls() - before;
         assert!(during <= 2, "the waiter polled Redis {during} times in 1 s");
         held.release().await.unwrap();
         let (token, waited) = waiter.await.unwrap();
         assert_eq!(token.unwrap(), Some(2), "the waiter took the freed slot");
         // Woken by the release, long before the 60 s lease would free it.
         assert!(waited < Duration::from_secs(10));
-        let calls = evalsha_calls(&server) - before;
+        let calls = server.evalsha_calls() - before;
         println!("a waiter held for 1 s: {during} script calls while it waited, {calls} in all");
     });
 }
@@ -335,7 +347,7 @@ fn the_local_front_refuses_without_a_redis_call() {
         .unwrap();
         let _p1 = g.try_acquire().await.unwrap();
         let _p2 = g.try_acquire().await.unwrap();
-        let before = evalsha_calls(&server);
+        let before = server.evalsha_calls();
         for _ in 0..100 {
             let err = g.try_acquire().await.unwrap_err();
             assert!(matches!(
@@ -344,7 +356,7 @@ fn the_local_front_refuses_without_a_redis_call() {
             ));
         }
         assert_eq!(
-            evalsha_calls(&server),
+            server.evalsha_calls(),
             before,
             "a refusal by the front called Redis"
         );
@@ -453,13 +465,8 @@ fn a_lost_lease_is_reported() {
             .arg(HOLDERS)
             .query(&mut server.connection())
             .unwrap();
-        let lost = tokio::time::timeout(Duration::from_secs(5), async {
-            while !permit.is_lost() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-        assert!(lost.is_ok(), "the renewal did not report the lost lease");
+        let lost = lost_within(&permit, Duration::from_secs(5)).await;
+        assert!(lost, "the renewal did not report the lost lease");
         assert_eq!(g.metrics().leases_lost, 1);
         assert_eq!(g.held(), 0);
     });
@@ -518,16 +525,9 @@ fn frozen_redis_costs_a_timeout_then_fast_refusals() {
         server.thaw();
         // When Redis answers again, the breaker's probe lets the global limit resume.
         drop(held);
-        let back = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                match g.try_acquire().await {
-                    Ok(p) => break p,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        })
-        .await
-        .expect("the global limit did not resume");
+        let back = granted_within(&g, Duration::from_secs(10))
+            .await
+            .expect("the global limit did not resume");
         assert!(back.is_global());
         let _second = g.try_acquire().await.unwrap();
         assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
@@ -624,29 +624,17 @@ fn killed_and_restarted_redis_enforces_the_limit_again() {
             assert!(t.elapsed() < Duration::from_secs(2));
         }
         server.restart(); // empty: no persistence
-        let p1 = tokio::time::timeout(Duration::from_secs(15), async {
-            loop {
-                match g.try_acquire().await {
-                    Ok(p) => break p,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        })
-        .await
-        .expect("the global limit did not resume after the restart");
+        let p1 = granted_within(&g, Duration::from_secs(15))
+            .await
+            .expect("the global limit did not resume after the restart");
         let p2 = g.try_acquire().await.unwrap();
         assert!(p1.is_global() && p2.is_global());
         assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
         assert_eq!(holders(&server), 2, "each permit counted once");
         // The grant from before the restart is gone from Redis: reported lost.
-        let lost = tokio::time::timeout(Duration::from_secs(5), async {
-            while !old.is_lost() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
+        let lost = lost_within(&old, Duration::from_secs(5)).await;
         assert!(
-            lost.is_ok(),
+            lost,
             "the permit from before the restart is not reported lost"
         );
     });

@@ -18,10 +18,7 @@ fn connect(server: &RedisServer, config: GlobalConfig) -> GlobalBulkhead<AsyncIo
 }
 
 fn holders(server: &RedisServer) -> u64 {
-    redis::cmd("ZCARD")
-        .arg("watertight:{payments}:holders")
-        .query(&mut server.connection())
-        .unwrap()
+    server.zcard("watertight:{payments}:holders")
 }
 
 #[test]

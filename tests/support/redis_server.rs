@@ -97,6 +97,40 @@ impl RedisServer {
             .expect("a connection to the test's redis-server")
     }
 
+    /// `EVALSHA` calls the server has run, and the µs it spent in them
+    /// (`INFO commandstats`): the scripts' round trips and their cost.
+    pub fn evalsha_stats(&self) -> (u64, u64) {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .unwrap();
+        let Some(line) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        else {
+            return (0, 0);
+        };
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(name))
+                .map_or(0, |v| v.parse().unwrap())
+        };
+        (field("calls="), field("usec="))
+    }
+
+    /// `EVALSHA` calls the server has run.
+    pub fn evalsha_calls(&self) -> u64 {
+        self.evalsha_stats().0
+    }
+
+    /// Members of the sorted set `key` (a system's holders).
+    pub fn zcard(&self, key: &str) -> u64 {
+        redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut self.connection())
+            .unwrap()
+    }
+
     fn signal(&self, sig: &str) {
         let status = Command::new("kill")
             .args([sig, &self.pid().to_string()])
