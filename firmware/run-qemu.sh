@@ -7,7 +7,8 @@
 #
 # A run fails on a non-zero exit (a failed check, a panic), on a hang (past
 # TIMEOUT seconds), on a FAIL or panic line, or when an expected line is
-# missing or out of order. Prints each board's output and wall time.
+# missing or out of order. Prints each board's output, wall time and image
+# size.
 # Usage: firmware/run-qemu.sh   (from anywhere; QEMU=... picks the binary)
 #
 # Time: QEMU runs with -icount, so virtual time is the instruction count
@@ -60,6 +61,18 @@ command -v "$QEMU" >/dev/null || {
 }
 "$QEMU" --version | head -n 1
 
+HOST="$(rustc -vV | sed -n 's/^host: //p')"
+SIZE="$(rustc --print sysroot)/lib/rustlib/$HOST/bin/llvm-size"
+# flash (vector table, code, read-only data, .data's image) and RAM (.data,
+# .bss, .uninit) of an image, as build.sh counts them.
+sizes() {
+    "$SIZE" -A "$1" | awk '
+        $1 == ".vector_table" || $1 == ".text" || $1 == ".rodata" { t += $2 }
+        $1 == ".data" { d += $2 }
+        $1 == ".bss" || $1 == ".uninit" { b += $2 }
+        END { printf "%6d B flash %5d B RAM", t + d, d + b }'
+}
+
 OUT="$CARGO_TARGET_DIR/qemu"
 mkdir -p "$OUT"
 for board in "${BOARDS[@]}"; do
@@ -103,17 +116,17 @@ for board in "${BOARDS[@]}"; do
     if [ -n "$missing" ]; then
         problems+=("missing or out of order: $missing")
     fi
-    if [ ${#problems[@]} -eq 0 ]; then
-        TIMES+=("$(printf '%-14s ok      %5s s' "$machine" "$wall")")
-    else
+    verdict=ok
+    if [ ${#problems[@]} -ne 0 ]; then
         failed=1
+        verdict=FAILED
         for p in "${problems[@]}"; do echo "error: $machine: $p" >&2; done
-        TIMES+=("$(printf '%-14s FAILED  %5s s' "$machine" "$wall")")
     fi
+    TIMES+=("$(printf '%-14s %-6s %5s s   %s' "$machine" "$verdict" "$wall" "$(sizes "$elf")")")
 done
 
 echo
-echo "== QEMU runs (wall time of each)"
+echo "== QEMU runs: verdict, wall time, the scenario image's size"
 printf '%s\n' "${TIMES[@]}"
 echo "firmware-qemu: $((SECONDS - start)) s"
 exit "$failed"
