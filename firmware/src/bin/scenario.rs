@@ -114,6 +114,18 @@ impl<T> fmt::Display for Shown<'_, T> {
     }
 }
 
+/// A refusal's retry hint as a line shows it.
+struct Hint(Option<Duration>);
+
+impl fmt::Display for Hint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(hint) => write!(f, "{hint:?}"),
+            None => f.write_str("(no hint)"),
+        }
+    }
+}
+
 fn ms_since(start: Instant) -> u64 {
     start.elapsed().as_millis()
 }
@@ -232,9 +244,9 @@ async fn breaker(c: &mut Checks) {
             && refused.as_ref().is_err_and(CallError::is_rejected)
             && hint.is_some_and(|h| h > Duration::ZERO && h <= OPEN_WAIT),
         format_args!(
-            "breaker: the next call refused without running (ran: {}), retry after {:?}",
+            "breaker: the next call refused without running (ran: {}), retry after {}",
             ran.get(),
-            hint
+            Hint(hint)
         ),
     );
     let hint = hint.unwrap_or(OPEN_WAIT);
