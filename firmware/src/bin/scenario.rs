@@ -9,10 +9,10 @@
 //! is half-open once the hint has passed and closes on good probes; a
 //! deadline cuts a call that overruns. Each check prints one line over
 //! semihosting (`ok` or `FAIL`, and what it saw); QEMU exits with status 0
-//! when every check passed and 1 otherwise, or on a panic. The checks assert
-//! counts, states and order; times only as bounds a correct run cannot miss
-//! (a wait of 10 ms lasts at least 10 ms and ends before the call it cut
-//! would have).
+//! when every check passed, and 1 when one failed or on a panic. The checks
+//! assert counts, states and order; times only as bounds a correct run
+//! cannot miss (a 10 ms wait lasts at least 10 ms; a 100 ms call cut at a
+//! 20 ms deadline ends before 100 ms).
 
 #![no_std]
 #![no_main]
