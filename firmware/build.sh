@@ -11,6 +11,9 @@
 #
 # flash = .vector_table + .text + .rodata + .data (the .data load image)
 # RAM   = .data + .bss + .uninit (the heap build's 8 KiB arena is in .bss)
+#
+# run-qemu.sh, beside it, builds and runs the scenario firmware on two
+# emulated boards.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

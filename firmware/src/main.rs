@@ -13,7 +13,8 @@
 //! - `unguarded`: the baseline, the upstream called directly, to measure what
 //!   the guards cost.
 //!
-//! It is built and linked (not run) by `build.sh`, which prints its sizes.
+//! It is built and linked (not run) by `build.sh`, which prints its sizes;
+//! `src/bin/scenario.rs` is the firmware that runs, in QEMU.
 
 #![no_std]
 #![no_main]
@@ -23,13 +24,12 @@ compile_error!("`heap` and `unguarded` are separate builds: pick one");
 #[cfg(all(feature = "no-deadline", feature = "unguarded"))]
 compile_error!("`no-deadline` and `unguarded` are separate builds: pick one");
 
-mod time_driver;
-
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use embassy_executor::Spawner;
 use embassy_time::Timer;
 use panic_halt as _;
+use watertight_firmware::systick;
 
 /// Outcome counters, kept in statics so the work is observable.
 static OK: AtomicU32 = AtomicU32::new(0);
@@ -188,7 +188,7 @@ async fn main(spawner: Spawner) {
     #[cfg(feature = "heap")]
     heap::init();
     let core = cortex_m::Peripherals::take().unwrap();
-    time_driver::init(core.SYST);
+    systick::init::<{ systick::HSI_HZ }>(core.SYST);
     for _ in 0..3 {
         spawner.spawn(worker().unwrap());
     }

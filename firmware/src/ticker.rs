@@ -1,40 +1,35 @@
-//! A minimal embassy-time driver on the Cortex-M SysTick.
+//! The embassy-time driver both chips share: a 64-bit tick count bumped by a
+//! periodic interrupt at `embassy_time::TICK_HZ` (1 kHz, feature
+//! `tick-hz-1_000`), and the timer queue.
 //!
-//! SysTick fires at `embassy_time::TICK_HZ` (1 kHz, feature `tick-hz-1_000`),
-//! from the core clock (`CORE_HZ`: the STM32F407's 16 MHz HSI after reset).
-//! Every interrupt bumps a 64-bit tick count and, when the earliest alarm is
-//! due, lets the timer queue wake the expired tasks. The queue is
-//! embassy-time-queue-utils' default (integrated) queue: its items live in
-//! the executor's task headers, so it holds no fixed number of timers.
+//! Each chip's module starts its own periodic interrupt (SysTick on the
+//! STM32F4, TIMER0 on the nRF51, which has no SysTick) and calls [`tick`]
+//! from it. The queue is embassy-time-queue-utils' default (integrated)
+//! queue: its items live in the executor's task headers, so it holds no fixed
+//! number of timers.
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
 
-use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m::peripheral::SYST;
-use cortex_m_rt::exception;
 use critical_section::Mutex;
 use embassy_time_driver::Driver;
 use embassy_time_queue_utils::Queue;
 
-/// Core clock feeding SysTick. 16 MHz is the STM32F4 HSI, the clock at reset.
-pub const CORE_HZ: u32 = 16_000_000;
-
-struct SysTickDriver {
-    /// Ticks since `init`.
+struct TickDriver {
+    /// Ticks since the chip's timer started.
     ticks: Mutex<Cell<u64>>,
     /// Tick at which the queue's earliest timer expires (`u64::MAX`: none).
     alarm: Mutex<Cell<u64>>,
     queue: Mutex<RefCell<Queue>>,
 }
 
-embassy_time_driver::time_driver_impl!(static DRIVER: SysTickDriver = SysTickDriver {
+embassy_time_driver::time_driver_impl!(static DRIVER: TickDriver = TickDriver {
     ticks: Mutex::new(Cell::new(0)),
     alarm: Mutex::new(Cell::new(u64::MAX)),
     queue: Mutex::new(RefCell::new(Queue::new())),
 });
 
-impl Driver for SysTickDriver {
+impl Driver for TickDriver {
     fn now(&self) -> u64 {
         critical_section::with(|cs| self.ticks.borrow(cs).get())
     }
@@ -52,19 +47,10 @@ impl Driver for SysTickDriver {
     }
 }
 
-/// Starts SysTick at `TICK_HZ`. Call once, before awaiting any timer.
-pub fn init(mut syst: SYST) {
-    const RELOAD: u32 = CORE_HZ / embassy_time_driver::TICK_HZ as u32 - 1;
-    const _: () = assert!(RELOAD > 0 && RELOAD < (1 << 24), "SysTick reload is 24-bit");
-    syst.set_clock_source(SystClkSource::Core);
-    syst.set_reload(RELOAD);
-    syst.clear_current();
-    syst.enable_interrupt();
-    syst.enable_counter();
-}
-
-#[exception]
-fn SysTick() {
+/// One tick: call it from the chip's periodic interrupt, once per
+/// `1 / TICK_HZ` s. Bumps the count and, when the earliest alarm is due,
+/// lets the queue wake the expired tasks.
+pub fn tick() {
     critical_section::with(|cs| {
         let ticks = DRIVER.ticks.borrow(cs);
         let now = ticks.get() + 1;

@@ -1,0 +1,345 @@
+//! The firmware that runs: watertight's primitives checked on an emulated
+//! board, in QEMU (`run-qemu.sh`).
+//!
+//! One embassy task runs the checks in order on embassy time (the chip's
+//! 1 kHz tick): a `static` bulkhead refuses the call over its capacity and
+//! takes it after a release; a wait for a slot times out, and another is
+//! served by a release (no allocator: the waiting future holds its queue
+//! node); a `static` breaker trips on failures, refuses with a retry hint,
+//! is half-open once the hint has passed and closes on good probes; a
+//! deadline cuts a call that overruns. Each check prints one line over
+//! semihosting (`ok` or `FAIL`, and what it saw); QEMU exits with status 0
+//! when every check passed, and 1 when one failed or on a panic. The checks
+//! assert counts, states and order; times only as bounds a correct run
+//! cannot miss (a 10 ms wait lasts at least 10 ms; a 100 ms call cut at a
+//! 20 ms deadline ends before 100 ms).
+
+#![no_std]
+#![no_main]
+
+use core::cell::Cell;
+use core::fmt;
+use core::time::Duration;
+
+use cortex_m_semihosting::{debug, hprintln};
+use embassy_executor::Spawner;
+use embassy_futures::join::join;
+use embassy_time::{Instant, Timer};
+use watertight::breaker::State;
+use watertight::clock::EmbassyClock;
+use watertight::deadline::timeout;
+use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
+
+#[cfg(chip = "stm32f4")]
+mod board {
+    use watertight_firmware::systick;
+
+    pub const NAME: &str =
+        "netduinoplus2: STM32F405, Cortex-M4F, thumbv7em-none-eabihf; tick: SysTick";
+
+    /// SysTick at 168 MHz: QEMU's netduinoplus2 clocks the core at a fixed
+    /// 168 MHz (it models no RCC).
+    pub fn start_ticks(core: cortex_m::Peripherals) {
+        systick::init::<{ systick::QEMU_NETDUINOPLUS2_HZ }>(core.SYST);
+    }
+}
+
+#[cfg(chip = "nrf51")]
+mod board {
+    use watertight_firmware::nrf51_timer;
+
+    pub const NAME: &str =
+        "microbit: nRF51822, Cortex-M0, thumbv6m-none-eabi (no CAS: critical sections); tick: TIMER0";
+
+    pub fn start_ticks(_core: cortex_m::Peripherals) {
+        nrf51_timer::init();
+    }
+}
+
+/// Two calls at a time.
+const CAPACITY: usize = 2;
+static BULKHEAD: Bulkhead<EmbassyClock> = Bulkhead::new("upstream", CAPACITY, EmbassyClock::new());
+
+const MINIMUM_CALLS: usize = 4;
+const OPEN_WAIT: Duration = Duration::from_millis(100);
+const PROBES: usize = 2;
+const BREAKER_CONFIG: BreakerConfig = match BreakerConfig::builder()
+    .window_size(8)
+    .minimum_calls(MINIMUM_CALLS)
+    .failure_rate_threshold(50.0)
+    .no_slow_call_duration()
+    .open_duration(OPEN_WAIT)
+    .half_open_calls(PROBES)
+    .build()
+{
+    Ok(config) => config,
+    Err(e) => e.panic(),
+};
+/// Opens when half of the last 8 calls (at least 4) failed.
+static BREAKER: CircuitBreaker<EmbassyClock, 8> =
+    CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+
+/// The upstream's error.
+#[derive(Debug)]
+struct Refused;
+
+/// Passed and failed checks; each check prints its line.
+#[derive(Default)]
+struct Checks {
+    passed: u32,
+    failed: u32,
+}
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: fmt::Arguments<'_>) {
+        if ok {
+            self.passed += 1;
+            hprintln!("ok   {}", what);
+        } else {
+            self.failed += 1;
+            hprintln!("FAIL {}", what);
+        }
+    }
+}
+
+/// An acquire's result as a line shows it.
+struct Shown<'a, T>(&'a Result<T, AcquireError>);
+
+impl<T> fmt::Display for Shown<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Ok(_) => f.write_str("granted"),
+            Err(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+/// A refusal's retry hint as a line shows it.
+struct Hint(Option<Duration>);
+
+impl fmt::Display for Hint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(hint) => write!(f, "{hint:?}"),
+            None => f.write_str("(no hint)"),
+        }
+    }
+}
+
+fn ms_since(start: Instant) -> u64 {
+    start.elapsed().as_millis()
+}
+
+/// Capacity, refusal, release; then a wait that times out and one a
+/// release serves.
+async fn bulkhead(c: &mut Checks) {
+    let first = BULKHEAD.try_acquire();
+    let second = BULKHEAD.try_acquire();
+    c.check(
+        first.is_ok() && second.is_ok() && BULKHEAD.available() == 0,
+        format_args!(
+            "bulkhead: 2 calls in, {} of {CAPACITY} slots taken",
+            BULKHEAD.in_flight()
+        ),
+    );
+    let over = BULKHEAD.try_acquire();
+    c.check(
+        matches!(over, Err(AcquireError::Full)),
+        format_args!("bulkhead: the third call refused: {}", Shown(&over)),
+    );
+    drop(first);
+    let after_release = BULKHEAD.try_acquire();
+    c.check(
+        after_release.is_ok() && BULKHEAD.available() == 0,
+        format_args!(
+            "bulkhead: after a release the next call is {}",
+            Shown(&after_release)
+        ),
+    );
+
+    // Both slots held: a wait with nothing released ends at its timeout,
+    // and leaves no node in the queue.
+    let start = Instant::now();
+    let timed_out = BULKHEAD.acquire_timeout(Duration::from_millis(10)).await;
+    let waited = ms_since(start);
+    c.check(
+        matches!(timed_out, Err(AcquireError::TimedOut)) && waited >= 10 && BULKHEAD.waiting() == 0,
+        format_args!(
+            "wait: nothing released, a 10 ms wait ended: {} (after {waited} ms, {} left waiting)",
+            Shown(&timed_out),
+            BULKHEAD.waiting()
+        ),
+    );
+
+    // A wait of up to 100 ms, and a release 5 ms in: the release serves it.
+    let step = Cell::new(0u32);
+    let next = || {
+        step.set(step.get() + 1);
+        step.get()
+    };
+    let start = Instant::now();
+    let ((served, served_at), (queued, released_at)) = join(
+        async {
+            let permit = BULKHEAD.acquire_timeout(Duration::from_millis(100)).await;
+            (permit, next())
+        },
+        async move {
+            Timer::after_millis(5).await;
+            let queued = BULKHEAD.waiting();
+            drop(second);
+            (queued, next())
+        },
+    )
+    .await;
+    let waited = ms_since(start);
+    c.check(
+        served.is_ok() && queued == 1 && released_at < served_at && (5..100).contains(&waited),
+        format_args!(
+            "wait: {queued} waiting, a release 5 ms in, then the wait {} (step {released_at} release, step {served_at} served, after {waited} ms)",
+            Shown(&served)
+        ),
+    );
+    drop(served);
+    drop(after_release);
+    c.check(
+        BULKHEAD.available() == CAPACITY && BULKHEAD.metrics().rejected() == 2,
+        format_args!(
+            "bulkhead: {} of {CAPACITY} slots free at the end, {} refusals counted (full, timed out)",
+            BULKHEAD.available(),
+            BULKHEAD.metrics().rejected()
+        ),
+    );
+}
+
+/// Trip, refusal with a hint, half-open after the open wait, closed after
+/// good probes.
+async fn breaker(c: &mut Checks) {
+    let mut failed = 0;
+    for _ in 0..MINIMUM_CALLS {
+        let result = BREAKER.call(async { Err::<u32, _>(Refused) }).await;
+        failed += u32::from(matches!(result, Err(CallError::Failed(Refused))));
+    }
+    let opened = Instant::now();
+    c.check(
+        failed == MINIMUM_CALLS as u32 && BREAKER.state() == State::Open,
+        format_args!(
+            "breaker: {failed} of {MINIMUM_CALLS} calls failed, state {}",
+            BREAKER.state()
+        ),
+    );
+
+    let ran = Cell::new(false);
+    let refused = BREAKER
+        .call(async {
+            ran.set(true);
+            Ok::<u32, Refused>(1)
+        })
+        .await;
+    // The hint counts from the refusal; reading the clock after it can only
+    // make the wait longer.
+    let refused_at = Instant::now();
+    let hint = refused.as_ref().err().and_then(CallError::retry_after);
+    c.check(
+        !ran.get()
+            && refused.as_ref().is_err_and(CallError::is_rejected)
+            && hint.is_some_and(|h| h > Duration::ZERO && h <= OPEN_WAIT),
+        format_args!(
+            "breaker: the next call refused without running (ran: {}), retry after {}",
+            ran.get(),
+            Hint(hint)
+        ),
+    );
+    let hint = hint.unwrap_or(OPEN_WAIT);
+
+    Timer::at(refused_at + (hint / 2).try_into().unwrap()).await;
+    c.check(
+        BREAKER.state() == State::Open,
+        format_args!(
+            "breaker: {} ms after opening, state {}",
+            ms_since(opened),
+            BREAKER.state()
+        ),
+    );
+    Timer::at(refused_at + hint.try_into().unwrap()).await;
+    c.check(
+        BREAKER.state() == State::HalfOpen,
+        format_args!(
+            "breaker: once the retry hint has passed ({} ms after opening), state {}",
+            ms_since(opened),
+            BREAKER.state()
+        ),
+    );
+
+    let first = BREAKER.call(async { Ok::<u32, Refused>(1) }).await;
+    let after_first = BREAKER.state();
+    let second = BREAKER.call(async { Ok::<u32, Refused>(2) }).await;
+    c.check(
+        matches!((first, second), (Ok(1), Ok(2)))
+            && after_first == State::HalfOpen
+            && BREAKER.state() == State::Closed,
+        format_args!(
+            "breaker: {PROBES} good probes: state {after_first} after the first, {} after the second",
+            BREAKER.state()
+        ),
+    );
+}
+
+/// A call that overruns its deadline is cut; one within it returns.
+async fn deadline(c: &mut Checks) {
+    let finished = Cell::new(false);
+    let start = Instant::now();
+    let cut = timeout(EmbassyClock::new(), Duration::from_millis(20), async {
+        Timer::after_millis(100).await;
+        finished.set(true);
+    })
+    .await;
+    let took = ms_since(start);
+    c.check(
+        cut.is_err() && !finished.get() && (20..100).contains(&took),
+        format_args!(
+            "deadline: a 100 ms call under a 20 ms deadline: {} after {took} ms",
+            if cut.is_err() { "cut" } else { "finished" }
+        ),
+    );
+    let within = timeout(EmbassyClock::new(), Duration::from_millis(20), async {
+        Timer::after_millis(5).await;
+        7
+    })
+    .await;
+    c.check(
+        within == Ok(7),
+        format_args!("deadline: a 5 ms call under a 20 ms deadline returned {within:?}"),
+    );
+}
+
+#[embassy_executor::main]
+async fn main(_spawner: Spawner) {
+    let core = cortex_m::Peripherals::take().unwrap();
+    board::start_ticks(core);
+    hprintln!("watertight scenario on {}", board::NAME);
+    let mut checks = Checks::default();
+    bulkhead(&mut checks).await;
+    breaker(&mut checks).await;
+    deadline(&mut checks).await;
+    hprintln!(
+        "scenario: {} checks passed, {} failed, {} ms of embassy time",
+        checks.passed,
+        checks.failed,
+        Instant::now().as_millis()
+    );
+    debug::exit(if checks.failed == 0 {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+}
+
+/// A panic fails the run: its message, then exit status 1.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    hprintln!("panic: {}", info);
+    debug::exit(debug::EXIT_FAILURE);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
