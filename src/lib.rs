@@ -224,6 +224,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod limit;
 pub mod policy;
 pub mod retry;
 

@@ -1,0 +1,113 @@
+#![cfg(not(loom))]
+//! The limit algorithms under random windows and random settings: whatever
+//! the windows hold, the limit never leaves `[min, max]`, and a congested
+//! window never raises it.
+
+use core::time::Duration;
+
+use proptest::prelude::*;
+use watertight::limit::{Aimd, Gradient2, LimitAlgorithm, Window};
+
+fn window() -> impl Strategy<Value = Window> {
+    (
+        0usize..1_000,
+        prop_oneof![
+            Just(None),
+            (0u64..10_000_000_000).prop_map(|n| Some(Duration::from_nanos(n))),
+            Just(Some(Duration::ZERO)),
+            Just(Some(Duration::MAX)),
+        ],
+        prop_oneof![0usize..400, Just(usize::MAX)],
+        0usize..50,
+        0usize..3,
+        0usize..3,
+    )
+        .prop_map(
+            |(successes, avg_rtt, max_in_flight, failed, dropped, timed_out)| Window {
+                successes,
+                avg_rtt,
+                max_in_flight,
+                failed,
+                dropped,
+                timed_out,
+            },
+        )
+}
+
+/// `(min, max, initial)` with `1 <= min <= initial <= max`.
+fn bounds() -> impl Strategy<Value = (usize, usize, usize)> {
+    (1usize..100, 0usize..200, 0usize..=100).prop_map(|(min, span, at)| {
+        let max = min + span;
+        (min, max, min + span * at / 100)
+    })
+}
+
+fn check(mut alg: impl LimitAlgorithm, windows: &[Window]) -> Result<(), TestCaseError> {
+    let (min, max) = (alg.min_limit(), alg.max_limit());
+    prop_assert!((min..=max).contains(&alg.limit()));
+    for w in windows {
+        let before = alg.limit();
+        let after = alg.update(w);
+        prop_assert_eq!(after, alg.limit());
+        prop_assert!(
+            (min..=max).contains(&after),
+            "{} outside [{}, {}]",
+            after,
+            min,
+            max
+        );
+        if w.congested() {
+            prop_assert!(
+                after <= before,
+                "a congested window raised {} to {}",
+                before,
+                after
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn aimd_stays_within_its_bounds(
+        (min, max, initial) in bounds(),
+        ratio in 0.5f64..1.0,
+        timeout_ms in 1u64..10_000,
+        windows in proptest::collection::vec(window(), 1..200),
+    ) {
+        let aimd = Aimd::builder()
+            .min_limit(min)
+            .max_limit(max)
+            .initial_limit(initial)
+            .backoff_ratio(ratio)
+            .timeout(Duration::from_millis(timeout_ms))
+            .build()
+            .unwrap();
+        check(aimd, &windows)?;
+    }
+
+    #[test]
+    fn gradient2_stays_within_its_bounds(
+        (min, max, initial) in bounds(),
+        smoothing in 0.01f64..=1.0,
+        tolerance in 1.0f64..4.0,
+        queue in 0usize..16,
+        long_window in 1u32..1_000,
+        windows in proptest::collection::vec(window(), 1..200),
+    ) {
+        let g = Gradient2::builder()
+            .min_limit(min)
+            .max_limit(max)
+            .initial_limit(initial)
+            .smoothing(smoothing)
+            .tolerance(tolerance)
+            .queue_size(queue)
+            .long_window(long_window)
+            .build()
+            .unwrap();
+        check(g, &windows)?;
+    }
+}
