@@ -59,11 +59,14 @@
 use core::fmt;
 use core::time::Duration;
 
+mod adaptive;
 mod aimd;
 mod gradient2;
+mod samples;
 
-pub use aimd::Aimd;
-pub use gradient2::Gradient2;
+pub use adaptive::{AdaptiveBulkhead, AdaptivePermit, LimitChange};
+pub use aimd::{Aimd, AimdBuilder};
+pub use gradient2::{Gradient2, Gradient2Builder};
 
 /// What one finished call says about the system, for a limit algorithm.
 ///

@@ -1,0 +1,511 @@
+//! [`AdaptiveBulkhead`]: a bulkhead whose capacity a limit algorithm moves.
+
+use core::fmt;
+use core::time::Duration;
+
+use super::samples::Samples;
+use super::{LimitAlgorithm, Signal, Window};
+use crate::bulkhead::{AcquireError, Bulkhead, Permit};
+use crate::clock::{Clock, Instant, Timer};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+
+/// A [`Bulkhead`] whose capacity a [`LimitAlgorithm`] sets, from the
+/// round-trip times and outcomes of the calls it lets through.
+///
+/// Each call takes an [`AdaptivePermit`] and, when it finishes, says how it
+/// went with [`AdaptivePermit::record`]: the permit measures the round trip
+/// on the bulkhead's clock, adds it to the open *window* and gives the slot
+/// back. The first call to finish after the window has lasted its length
+/// (1 s by default, Netflix's `WindowedLimit` default) closes it: if it
+/// holds at least the minimum number of samples (10, the same source's),
+/// the algorithm reads it and the bulkhead is [resized](Bulkhead::resize)
+/// to the algorithm's answer; a window with fewer is dropped, as
+/// `WindowedLimit` drops one, so that a quiet period cannot set the limit
+/// from a handful of calls. Where calls are too few or too irregular to
+/// close windows on time, [`tick`](Self::tick) closes a due window from a
+/// timer the caller drives.
+///
+/// | what | cost |
+/// |---|---|
+/// | acquire, release | the bulkhead's own: lock-free, no allocation |
+/// | [`record`](AdaptivePermit::record) | one clock read, three relaxed atomic adds at most |
+/// | closing a window | a flag taken with one compare-and-swap (a caller that finds it taken does not wait: someone else is closing), the algorithm's `update`, a `resize` if the limit changed |
+///
+/// A permit dropped without a verdict (a cancelled call, a panic) gives its
+/// slot back and records nothing: cancellation says nothing about the
+/// system (concurrency-limits stopped counting cancelled gRPC calls as
+/// timeouts for the same reason).
+///
+/// The limit stays in `[min_limit, max_limit]` of the algorithm (and in
+/// `[1, Bulkhead::MAX_PERMITS]` whatever the algorithm answers). A shrink
+/// takes effect as permits come back, as for any resize: no permit already
+/// out is revoked, and none is granted until in flight is below the new
+/// limit.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+///
+/// let clock = ManualClock::new();
+/// let aimd = Aimd::builder().initial_limit(4).min_limit(1).build().unwrap();
+/// let search = AdaptiveBulkhead::new("search", aimd, &clock);
+/// assert_eq!(search.limit(), 4);
+///
+/// // A window of quick calls with the limit in use: one more.
+/// for _ in 0..10 {
+///     let calls: Vec<_> = (0..2).map(|_| search.try_acquire().unwrap()).collect();
+///     clock.advance(Duration::from_millis(20));
+///     for call in calls {
+///         call.record(Signal::Success);
+///     }
+///     clock.advance(Duration::from_millis(80));
+/// }
+/// let last = search.try_acquire().unwrap();
+/// assert_eq!(last.record(Signal::Success).map(|c| c.to), Some(5));
+/// assert_eq!(search.limit(), 5);
+/// ```
+///
+/// # Memory ordering
+///
+/// The algorithm is reached only by the closer, which holds the closing
+/// flag: taken with an `Acquire` compare-and-swap and given back with a
+/// `Release` store, so each closer sees everything the previous one wrote.
+/// The samples are relaxed counters (each is a tally, read by the closer's
+/// swap); the limit is published through the bulkhead's own state word.
+pub struct AdaptiveBulkhead<C, A> {
+    bulkhead: Bulkhead<C>,
+    samples: Samples,
+    window_nanos: u64,
+    min_samples: usize,
+    closing: AtomicBool,
+    algorithm: UnsafeCell<A>,
+    windows: AtomicUsize,
+    changes: AtomicUsize,
+}
+
+// SAFETY: the algorithm is reached only through `close`, by the one caller
+// that holds the closing flag, so sharing the bulkhead moves access to `A`
+// between threads but never shares it: `A: Send` suffices. The rest is
+// atomics and the bulkhead, which is `Sync` when `C` is.
+unsafe impl<C: Sync, A: Send> Sync for AdaptiveBulkhead<C, A> {}
+
+/// The limit before and after a window moved it, from
+/// [`AdaptivePermit::record`] and [`AdaptiveBulkhead::tick`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::limit::LimitChange;
+///
+/// let c = LimitChange { from: 20, to: 18 };
+/// assert!(c.to < c.from);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LimitChange {
+    /// The limit before.
+    pub from: usize,
+    /// The limit after.
+    pub to: usize,
+}
+
+impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
+    /// The default window: 1 s (Netflix `WindowedLimit`'s minimum and
+    /// maximum window time).
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
+    /// The default minimum of samples for a window to count: 10 (Netflix
+    /// `WindowedLimit`'s window size).
+    pub const DEFAULT_MIN_SAMPLES: usize = 10;
+
+    /// An adaptive bulkhead named `name` starting at the algorithm's
+    /// current limit, with windows of [`DEFAULT_WINDOW`](Self::DEFAULT_WINDOW)
+    /// and [`DEFAULT_MIN_SAMPLES`](Self::DEFAULT_MIN_SAMPLES).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Gradient2};
+    ///
+    /// let payments = AdaptiveBulkhead::new("payments", Gradient2::new(), StdClock);
+    /// assert_eq!(payments.limit(), 20);
+    /// assert_eq!(payments.bulkhead().name(), "payments");
+    /// ```
+    pub fn new(name: &'static str, algorithm: A, clock: C) -> Self {
+        Self::with_window(
+            name,
+            algorithm,
+            Self::DEFAULT_WINDOW,
+            Self::DEFAULT_MIN_SAMPLES,
+            clock,
+        )
+    }
+
+    /// Like [`new`](Self::new), with windows of `window` that count only
+    /// with at least `min_samples` calls. A zero `window` closes a window at
+    /// every call that finishes (with `min_samples` of 0 or 1, the
+    /// algorithm then reads every call, as Netflix's algorithms do without
+    /// `WindowedLimit`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let modem = AdaptiveBulkhead::with_window(
+    ///     "modem",
+    ///     Aimd::builder().min_limit(1).initial_limit(2).max_limit(8).build().unwrap(),
+    ///     Duration::from_millis(250),
+    ///     4,
+    ///     StdClock,
+    /// );
+    /// assert_eq!(modem.limit(), 2);
+    /// ```
+    pub fn with_window(
+        name: &'static str,
+        algorithm: A,
+        window: Duration,
+        min_samples: usize,
+        clock: C,
+    ) -> Self {
+        let limit = algorithm.limit().clamp(1, Bulkhead::<C>::MAX_PERMITS);
+        let opened = clock.now().as_nanos();
+        AdaptiveBulkhead {
+            bulkhead: Bulkhead::new(name, limit, clock),
+            samples: Samples::new(opened),
+            window_nanos: crate::clock::nanos::saturating_from(window),
+            min_samples,
+            closing: AtomicBool::new(false),
+            algorithm: UnsafeCell::new(algorithm),
+            windows: AtomicUsize::new(0),
+            changes: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
+    /// The bulkhead itself, for what does not need a verdict: its counters,
+    /// its name, closing it. Its capacity is the limit; resizing it by hand
+    /// lasts until the next window closes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let b = AdaptiveBulkhead::new("db", Aimd::new(), StdClock);
+    /// let _call = b.try_acquire().unwrap();
+    /// assert_eq!(b.bulkhead().in_flight(), 1);
+    /// assert_eq!(b.bulkhead().metrics().accepted, 1);
+    /// ```
+    pub fn bulkhead(&self) -> &Bulkhead<C> {
+        &self.bulkhead
+    }
+
+    /// The current limit: the bulkhead's capacity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// assert_eq!(AdaptiveBulkhead::new("db", Aimd::new(), StdClock).limit(), 20);
+    /// ```
+    pub fn limit(&self) -> usize {
+        self.bulkhead.capacity()
+    }
+
+    /// Windows closed so far, counted or dropped for want of samples
+    /// (wrapping).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let clock = ManualClock::new();
+    /// let b = AdaptiveBulkhead::new("db", Aimd::new(), &clock);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(b.tick(), None); // closed, but empty: no change
+    /// assert_eq!(b.windows(), 1);
+    /// ```
+    pub fn windows(&self) -> usize {
+        self.windows.load(Ordering::Relaxed)
+    }
+
+    /// Windows that changed the limit so far (wrapping).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// assert_eq!(AdaptiveBulkhead::new("db", Aimd::new(), StdClock).limit_changes(), 0);
+    /// ```
+    pub fn limit_changes(&self) -> usize {
+        self.changes.load(Ordering::Relaxed)
+    }
+
+    /// A permit if one is free and nobody waits; never waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`Bulkhead::try_acquire`]: [`Full`](AcquireError::Full) when the
+    /// limit is reached, [`Closed`](AcquireError::Closed) after close.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::AcquireError;
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(1).build().unwrap();
+    /// let b = AdaptiveBulkhead::new("db", aimd, StdClock);
+    /// let _held = b.try_acquire().unwrap();
+    /// assert_eq!(b.try_acquire().unwrap_err(), AcquireError::Full);
+    /// ```
+    pub fn try_acquire(&self) -> Result<AdaptivePermit<'_, C, A>, AcquireError> {
+        let permit = self.bulkhead.try_acquire()?;
+        Ok(self.wrap(permit))
+    }
+
+    /// Waits at most `max_wait` for a permit. The round trip is measured
+    /// from when the permit is granted: the wait is the caller's, not the
+    /// system's.
+    ///
+    /// # Errors
+    ///
+    /// As [`Bulkhead::acquire_timeout`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Bulkhead::acquire_timeout`]: dropping the future leaves the
+    /// queue, and a permit handed to it goes back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = AdaptiveBulkhead::new("db", Aimd::new(), &clock);
+    /// let call = b.acquire_timeout(Duration::from_millis(50)).await.unwrap();
+    /// call.record(Signal::Success);
+    /// # });
+    /// ```
+    pub async fn acquire_timeout(
+        &self,
+        max_wait: Duration,
+    ) -> Result<AdaptivePermit<'_, C, A>, AcquireError>
+    where
+        C: Timer,
+    {
+        let permit = self.bulkhead.acquire_timeout(max_wait).await?;
+        Ok(self.wrap(permit))
+    }
+
+    /// Closes the open window if it has lasted its length, for callers
+    /// whose traffic is too sparse to close windows on time; returns the
+    /// change if the limit moved. Call it from a periodic timer (every
+    /// window's length is enough). Does nothing if another call is closing
+    /// the window right now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd, LimitChange, Signal};
+    ///
+    /// let clock = ManualClock::new();
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let b = AdaptiveBulkhead::with_window("db", aimd, Duration::from_secs(1), 1, &clock);
+    /// b.try_acquire().unwrap().record(Signal::Dropped);
+    /// assert_eq!(b.tick(), None); // the window is not over yet
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(b.tick(), Some(LimitChange { from: 10, to: 9 }));
+    /// ```
+    pub fn tick(&self) -> Option<LimitChange> {
+        self.close(self.bulkhead.clock().now(), false)
+    }
+
+    fn wrap<'a>(&'a self, permit: Permit<'a, C>) -> AdaptivePermit<'a, C, A> {
+        AdaptivePermit {
+            permit,
+            owner: self,
+            started: self.bulkhead.clock().now(),
+        }
+    }
+
+    fn record(&self, signal: Signal, rtt: Duration, in_flight: usize) -> bool {
+        self.samples.record(signal, rtt, in_flight)
+    }
+
+    /// Closes the window if it is due (or `force`), unless another caller
+    /// is closing it.
+    fn close(&self, now: Instant, force: bool) -> Option<LimitChange> {
+        let now = now.as_nanos();
+        if !force && !self.samples.due(now, self.window_nanos) {
+            return None;
+        }
+        if self
+            .closing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        // Given back on every way out, a panicking algorithm included.
+        let _flag = Unflag(&self.closing);
+        // Checked again: a closer may have closed it since.
+        if !force && !self.samples.due(now, self.window_nanos) {
+            return None;
+        }
+        let window = self.samples.take(now);
+        self.windows.fetch_add(1, Ordering::Relaxed);
+        if window.samples() < self.min_samples {
+            return None;
+        }
+        self.apply(&window)
+    }
+
+    fn apply(&self, window: &Window) -> Option<LimitChange> {
+        // SAFETY: the closing flag is held (see `close`), so no other
+        // reference to the algorithm exists.
+        let next = self.algorithm.with_mut(|a| unsafe { (*a).update(window) });
+        let to = next.clamp(1, Bulkhead::<C>::MAX_PERMITS);
+        let from = self.bulkhead.capacity();
+        if to == from {
+            return None;
+        }
+        // In range, so never an error.
+        let _ = self.bulkhead.resize(to);
+        self.changes.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            system = self.bulkhead.name(),
+            from,
+            to,
+            successes = window.successes,
+            avg_rtt_us = window.avg_rtt.map_or(0, |d| d.as_micros() as u64),
+            dropped = window.dropped,
+            timed_out = window.timed_out,
+            "bulkhead limit changed"
+        );
+        Some(LimitChange { from, to })
+    }
+}
+
+/// Clears the closing flag when dropped.
+struct Unflag<'a>(&'a AtomicBool);
+
+impl Drop for Unflag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl<C, A> fmt::Debug for AdaptiveBulkhead<C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveBulkhead")
+            .field("bulkhead", &self.bulkhead)
+            .field("window_nanos", &self.window_nanos)
+            .field("min_samples", &self.min_samples)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A permit of an [`AdaptiveBulkhead`]: the slot, and the instant the call
+/// started, so that [`record`](Self::record) can measure its round trip.
+///
+/// Dropped without [`record`](Self::record), it gives the slot back and
+/// records nothing.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::StdClock;
+/// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+///
+/// let b = AdaptiveBulkhead::new("db", Aimd::new(), StdClock);
+/// let call = b.try_acquire().unwrap();
+/// let status = 503; // the call's answer
+/// call.record(if status == 503 { Signal::Dropped } else { Signal::Success });
+/// assert_eq!(b.bulkhead().in_flight(), 0);
+/// ```
+#[must_use = "the permit is released as soon as it is dropped"]
+#[clippy::has_significant_drop]
+pub struct AdaptivePermit<'a, C, A> {
+    permit: Permit<'a, C>,
+    owner: &'a AdaptiveBulkhead<C, A>,
+    started: Instant,
+}
+
+impl<C: Clock, A: LimitAlgorithm> AdaptivePermit<'_, C, A> {
+    /// Records how the call went, gives the slot back, and closes the
+    /// window if this call is the first to finish after it ended; returns
+    /// the change if the limit moved.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd, LimitChange, Signal};
+    ///
+    /// let clock = ManualClock::new();
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let b = AdaptiveBulkhead::with_window("db", aimd, Duration::ZERO, 1, &clock);
+    /// // A zero window: every call closes one.
+    /// assert_eq!(b.try_acquire().unwrap().record(Signal::Timeout), Some(LimitChange { from: 10, to: 9 }));
+    /// ```
+    pub fn record(self, signal: Signal) -> Option<LimitChange> {
+        let owner = self.owner;
+        let now = owner.bulkhead.clock().now();
+        let rtt = now.saturating_duration_since(self.started);
+        let full = owner.record(signal, rtt, owner.bulkhead.in_flight());
+        drop(self.permit);
+        owner.close(now, full)
+    }
+
+    /// When the call started (the permit was granted), on the bulkhead's
+    /// clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_secs(3));
+    /// let b = AdaptiveBulkhead::new("db", Aimd::new(), &clock);
+    /// assert_eq!(b.try_acquire().unwrap().started(), clock.now());
+    /// ```
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+impl<C, A> fmt::Debug for AdaptivePermit<'_, C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptivePermit")
+            .field("permit", &self.permit)
+            .field("started", &self.started)
+            .finish()
+    }
+}
