@@ -248,12 +248,49 @@ impl Window {
 /// ```
 pub trait LimitAlgorithm {
     /// The current limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::limit::{Gradient2, LimitAlgorithm};
+    ///
+    /// assert_eq!(Gradient2::new().limit(), 20);
+    /// ```
     fn limit(&self) -> usize;
+
     /// The lowest limit the algorithm may answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::limit::{Aimd, LimitAlgorithm};
+    ///
+    /// assert_eq!(Aimd::builder().min_limit(2).build().unwrap().min_limit(), 2);
+    /// ```
     fn min_limit(&self) -> usize;
+
     /// The highest limit the algorithm may answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::limit::{Aimd, LimitAlgorithm};
+    ///
+    /// assert_eq!(Aimd::new().max_limit(), 200);
+    /// ```
     fn max_limit(&self) -> usize;
-    /// Reads one closed window and returns the new limit.
+
+    /// Reads one closed window and returns the new limit, within
+    /// `[min_limit(), max_limit()]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::limit::{Aimd, LimitAlgorithm, Window};
+    ///
+    /// let mut aimd = Aimd::builder().initial_limit(30).build().unwrap();
+    /// assert_eq!(aimd.update(&Window { dropped: 2, ..Window::EMPTY }), 27);
+    /// ```
     fn update(&mut self, window: &Window) -> usize;
 }
 
