@@ -7,7 +7,7 @@ use super::samples::Samples;
 use super::{LimitAlgorithm, Signal, Window};
 use crate::bulkhead::{AcquireError, Bulkhead, Permit};
 use crate::clock::{Clock, Instant, Timer};
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
 /// A [`Bulkhead`] whose capacity a [`LimitAlgorithm`] sets, from the
 /// round-trip times and outcomes of the calls it lets through.
@@ -84,6 +84,19 @@ pub struct AdaptiveBulkhead<C, A> {
     algorithm: UnsafeCell<A>,
     windows: AtomicUsize,
     changes: AtomicUsize,
+    last: LastWindow,
+}
+
+/// The last window the algorithm read, for [`AdaptiveBulkhead::last_window`]
+/// and the metrics: written by the closer, read by anyone (relaxed: a
+/// snapshot of separate values, like the bulkhead's metrics).
+struct LastWindow {
+    successes: AtomicUsize,
+    avg_rtt_us: AtomicU64,
+    max_in_flight: AtomicUsize,
+    failed: AtomicUsize,
+    dropped: AtomicUsize,
+    timed_out: AtomicUsize,
 }
 
 // SAFETY: the algorithm is reached only through `close`, by the one caller
@@ -183,6 +196,14 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
             algorithm: UnsafeCell::new(algorithm),
             windows: AtomicUsize::new(0),
             changes: AtomicUsize::new(0),
+            last: LastWindow {
+                successes: AtomicUsize::new(0),
+                avg_rtt_us: AtomicU64::new(u64::MAX),
+                max_in_flight: AtomicUsize::new(0),
+                failed: AtomicUsize::new(0),
+                dropped: AtomicUsize::new(0),
+                timed_out: AtomicUsize::new(0),
+            },
         }
     }
 }
@@ -253,6 +274,38 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// ```
     pub fn limit_changes(&self) -> usize {
         self.changes.load(Ordering::Relaxed)
+    }
+
+    /// The last window the algorithm read (windows dropped for want of
+    /// samples are not kept); [`Window::EMPTY`] before the first. Each field
+    /// is read separately: under load, not one atomic picture.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+    ///
+    /// let clock = ManualClock::new();
+    /// let b = AdaptiveBulkhead::with_window("db", Aimd::new(), Duration::from_secs(1), 1, &clock);
+    /// let call = b.try_acquire().unwrap();
+    /// clock.advance(Duration::from_secs(1));
+    /// call.record(Signal::Success); // closes the window
+    /// let w = b.last_window();
+    /// assert_eq!((w.successes, w.avg_rtt, w.max_in_flight), (1, Some(Duration::from_secs(1)), 1));
+    /// ```
+    pub fn last_window(&self) -> Window {
+        let l = &self.last;
+        let rtt = l.avg_rtt_us.load(Ordering::Relaxed);
+        Window {
+            successes: l.successes.load(Ordering::Relaxed),
+            avg_rtt: (rtt != u64::MAX).then(|| Duration::from_micros(rtt)),
+            max_in_flight: l.max_in_flight.load(Ordering::Relaxed),
+            failed: l.failed.load(Ordering::Relaxed),
+            dropped: l.dropped.load(Ordering::Relaxed),
+            timed_out: l.timed_out.load(Ordering::Relaxed),
+        }
     }
 
     /// A permit if one is free and nobody waits; never waits.
@@ -383,6 +436,17 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     }
 
     fn apply(&self, window: &Window) -> Option<LimitChange> {
+        let l = &self.last;
+        l.successes.store(window.successes, Ordering::Relaxed);
+        let rtt = window.avg_rtt.map_or(u64::MAX, |d| {
+            crate::clock::nanos::div_1e3(crate::clock::nanos::saturating_from(d)).min(u64::MAX - 1)
+        });
+        l.avg_rtt_us.store(rtt, Ordering::Relaxed);
+        l.max_in_flight
+            .store(window.max_in_flight, Ordering::Relaxed);
+        l.failed.store(window.failed, Ordering::Relaxed);
+        l.dropped.store(window.dropped, Ordering::Relaxed);
+        l.timed_out.store(window.timed_out, Ordering::Relaxed);
         // SAFETY: the closing flag is held (see `close`), so no other
         // reference to the algorithm exists.
         let next = self.algorithm.with_mut(|a| unsafe { (*a).update(window) });
