@@ -403,8 +403,19 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         }
     }
 
-    fn record(&self, signal: Signal, rtt: Duration, in_flight: usize) -> bool {
-        self.samples.record(signal, rtt, in_flight)
+    /// A finished call: its sample, then `release` gives its slot back,
+    /// then the window is closed if due (or full).
+    fn finish(
+        &self,
+        started: Instant,
+        signal: Signal,
+        release: impl FnOnce(),
+    ) -> Option<LimitChange> {
+        let now = self.bulkhead.clock().now();
+        let rtt = now.saturating_duration_since(started);
+        let full = self.samples.record(signal, rtt, self.bulkhead.in_flight());
+        release();
+        self.close(now, full)
     }
 
     /// Closes the window if it is due (or `force`), unless another caller
@@ -537,12 +548,12 @@ impl<C: Clock, A: LimitAlgorithm> AdaptivePermit<'_, C, A> {
     /// assert_eq!(b.try_acquire().unwrap().record(Signal::Timeout), Some(LimitChange { from: 10, to: 9 }));
     /// ```
     pub fn record(self, signal: Signal) -> Option<LimitChange> {
-        let owner = self.owner;
-        let now = owner.bulkhead.clock().now();
-        let rtt = now.saturating_duration_since(self.started);
-        let full = owner.record(signal, rtt, owner.bulkhead.in_flight());
-        drop(self.permit);
-        owner.close(now, full)
+        let AdaptivePermit {
+            permit,
+            owner,
+            started,
+        } = self;
+        owner.finish(started, signal, || drop(permit))
     }
 
     /// When the call started (the permit was granted), on the bulkhead's
@@ -573,3 +584,155 @@ impl<C, A> fmt::Debug for AdaptivePermit<'_, C, A> {
             .finish()
     }
 }
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+mod owned {
+    use alloc::sync::Arc;
+    use core::fmt;
+
+    use super::{AdaptiveBulkhead, LimitChange};
+    use crate::bulkhead::AcquireError;
+    use crate::clock::{Clock, Instant};
+    use crate::limit::{LimitAlgorithm, Signal};
+
+    impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
+        /// Like [`try_acquire`](Self::try_acquire), for a permit that owns a
+        /// reference to the bulkhead (to move into a spawned task, or a
+        /// tower response future).
+        ///
+        /// # Errors
+        ///
+        /// As [`try_acquire`](Self::try_acquire).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::clock::StdClock;
+        /// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+        ///
+        /// let b = Arc::new(AdaptiveBulkhead::new("db", Aimd::new(), StdClock));
+        /// let call = b.try_acquire_owned().unwrap();
+        /// std::thread::spawn(move || call.record(Signal::Success)).join().unwrap();
+        /// assert_eq!(b.bulkhead().in_flight(), 0);
+        /// ```
+        pub fn try_acquire_owned(
+            self: &Arc<Self>,
+        ) -> Result<OwnedAdaptivePermit<C, A>, AcquireError> {
+            let permit = self.bulkhead.try_acquire()?;
+            // Given back by `OwnedAdaptivePermit` (its `record` or its drop).
+            core::mem::forget(permit);
+            Ok(OwnedAdaptivePermit {
+                owner: Some(self.clone()),
+                started: self.bulkhead.clock().now(),
+            })
+        }
+    }
+
+    /// An [`AdaptivePermit`](super::AdaptivePermit) that owns a reference
+    /// to its bulkhead, from
+    /// [`try_acquire_owned`](AdaptiveBulkhead::try_acquire_owned). Dropped
+    /// without [`record`](Self::record), it gives the slot back and records
+    /// nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use watertight::clock::StdClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    ///
+    /// let b = Arc::new(AdaptiveBulkhead::new("db", Aimd::new(), StdClock));
+    /// let call = b.try_acquire_owned().unwrap();
+    /// drop(call); // cancelled: the slot is back, nothing recorded
+    /// assert_eq!(b.bulkhead().in_flight(), 0);
+    /// ```
+    #[must_use = "the permit is released as soon as it is dropped"]
+    #[clippy::has_significant_drop]
+    pub struct OwnedAdaptivePermit<C: Clock, A: LimitAlgorithm> {
+        owner: Option<Arc<AdaptiveBulkhead<C, A>>>,
+        started: Instant,
+    }
+
+    impl<C: Clock, A: LimitAlgorithm> OwnedAdaptivePermit<C, A> {
+        /// Records how the call went and gives the slot back, as
+        /// [`AdaptivePermit::record`](super::AdaptivePermit::record).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use core::time::Duration;
+        /// use watertight::clock::ManualClock;
+        /// use watertight::limit::{AdaptiveBulkhead, Aimd, LimitChange, Signal};
+        ///
+        /// let clock = Arc::new(ManualClock::new());
+        /// let aimd = Aimd::builder().min_limit(1).initial_limit(5).build().unwrap();
+        /// let b = Arc::new(AdaptiveBulkhead::with_window("db", aimd, Duration::ZERO, 1, clock));
+        /// let change = b.try_acquire_owned().unwrap().record(Signal::Dropped);
+        /// assert_eq!(change, Some(LimitChange { from: 5, to: 4 }));
+        /// ```
+        pub fn record(mut self, signal: Signal) -> Option<LimitChange> {
+            let owner = self.owner.take()?;
+            owner.finish(self.started, signal, || owner.bulkhead.release(1))
+        }
+
+        /// When the call started, on the bulkhead's clock.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::clock::{Clock, ManualClock};
+        /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+        ///
+        /// let clock = Arc::new(ManualClock::new());
+        /// let b = Arc::new(AdaptiveBulkhead::new("db", Aimd::new(), clock.clone()));
+        /// assert_eq!(b.try_acquire_owned().unwrap().started(), clock.now());
+        /// ```
+        pub fn started(&self) -> Instant {
+            self.started
+        }
+
+        /// The bulkhead the permit belongs to.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use watertight::clock::StdClock;
+        /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+        ///
+        /// let b = Arc::new(AdaptiveBulkhead::new("db", Aimd::new(), StdClock));
+        /// let call = b.try_acquire_owned().unwrap();
+        /// assert!(Arc::ptr_eq(call.bulkhead(), &b));
+        /// ```
+        pub fn bulkhead(&self) -> &Arc<AdaptiveBulkhead<C, A>> {
+            // Only `record` takes it, and `record` consumes the permit.
+            match &self.owner {
+                Some(owner) => owner,
+                None => unreachable!("an owned adaptive permit keeps its owner until record"),
+            }
+        }
+    }
+
+    impl<C: Clock, A: LimitAlgorithm> Drop for OwnedAdaptivePermit<C, A> {
+        fn drop(&mut self) {
+            if let Some(owner) = self.owner.take() {
+                owner.bulkhead.release(1);
+            }
+        }
+    }
+
+    impl<C: Clock, A: LimitAlgorithm> fmt::Debug for OwnedAdaptivePermit<C, A> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("OwnedAdaptivePermit")
+                .field("bulkhead", &self.owner.as_ref().map(|o| o.bulkhead.name()))
+                .field("started", &self.started)
+                .finish()
+        }
+    }
+}
+
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+pub use owned::OwnedAdaptivePermit;

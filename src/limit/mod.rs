@@ -64,6 +64,8 @@ mod aimd;
 mod gradient2;
 mod samples;
 
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+pub use adaptive::OwnedAdaptivePermit;
 pub use adaptive::{AdaptiveBulkhead, AdaptivePermit, LimitChange};
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
