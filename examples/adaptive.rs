@@ -142,14 +142,49 @@ fn p50(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main]
-async fn main() {
+/// What a run changes: the worker counts and how long each lasts, the
+/// arrival rate, how often a row is printed.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub phases: [usize; 3],
+    pub phase: Duration,
+    pub rate_per_sec: u64,
+    pub row: Duration,
+}
+
+impl Setup {
+    /// The run README shows.
+    pub const DEFAULT: Setup = Setup {
+        phases: PHASES,
+        phase: PHASE,
+        rate_per_sec: RATE_PER_SEC,
+        row: ROW,
+    };
+}
+
+/// What a run saw, per phase: answered 200, answered 503 by the server,
+/// refused by the bulkhead, failed otherwise; the limit at each row; calls
+/// started.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub ok: [usize; 3],
+    pub dropped: [usize; 3],
+    pub refused: [usize; 3],
+    pub failed: [usize; 3],
+    /// (phase, limit) at the end of each row.
+    pub limits: Vec<(usize, usize)>,
+    pub started: usize,
+}
+
+/// Runs the story and returns what the calls saw; prints the table when
+/// `print` is set.
+pub async fn run(setup: Setup, print: bool) -> Report {
     let server = Arc::new(Server {
         handlers: Semaphore::new(0),
         workers: AtomicUsize::new(0),
         waiting: AtomicUsize::new(0),
     });
-    server.set_workers(PHASES[0]).await;
+    server.set_workers(setup.phases[0]).await;
     let url: Arc<str> = format!("{}/work", start_server(server.clone()).await).into();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -165,82 +200,112 @@ async fn main() {
         TokioClock,
     ));
 
-    println!(
-        "{RATE_PER_SEC} requests/s through an adaptive bulkhead (Gradient2, windows of 100 ms) to a server of 20, then 5, then 20 workers ({} ms of work each, 503 past {QUEUE_BOUND} waiting)",
-        SERVICE.as_millis()
-    );
-    println!();
-    println!(
-        "|   t s | workers | limit | ok | 503 | refused | p50 ms |  limit # against workers |"
-    );
-    println!(
-        "|------:|--------:|------:|---:|----:|--------:|-------:|--------------------------|"
-    );
+    if print {
+        println!(
+            "{} requests/s through an adaptive bulkhead (Gradient2, windows of 100 ms) to a server of {}, then {}, then {} workers ({} ms of work each, 503 past {QUEUE_BOUND} waiting)",
+            setup.rate_per_sec,
+            setup.phases[0],
+            setup.phases[1],
+            setup.phases[2],
+            SERVICE.as_millis()
+        );
+        println!();
+        println!(
+            "|   t s | workers | limit | ok | 503 | refused | p50 ms |  limit # against workers |"
+        );
+        println!(
+            "|------:|--------:|------:|---:|----:|--------:|-------:|--------------------------|"
+        );
+    }
 
+    let mut report = Report::default();
     let row = Arc::new(Mutex::new(Row::default()));
     let start = tokio::time::Instant::now();
-    let end = start + PHASE * PHASES.len() as u32;
-    let mut arrivals = tokio::time::interval(Duration::from_micros(1_000_000 / RATE_PER_SEC));
+    let end = start + setup.phase * setup.phases.len() as u32;
+    let mut arrivals = tokio::time::interval(Duration::from_micros(1_000_000 / setup.rate_per_sec));
     arrivals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut next_row = start + ROW;
+    let mut next_row = start + setup.row;
     let mut phase = 0;
-    let mut totals = [(0usize, 0usize, 0usize); 3];
+    let mut calls = Vec::new();
+    let add = |report: &mut Report, phase: usize, r: &Row| {
+        report.ok[phase] += r.ok;
+        report.dropped[phase] += r.dropped;
+        report.refused[phase] += r.refused;
+        report.failed[phase] += r.failed;
+    };
     while tokio::time::Instant::now() < end {
         let now = arrivals.tick().await;
         let at = now.duration_since(start);
-        let p = ((at.as_millis() / PHASE.as_millis()) as usize).min(PHASES.len() - 1);
+        let p = ((at.as_millis() / setup.phase.as_millis()) as usize).min(setup.phases.len() - 1);
         if p != phase {
             phase = p;
-            server.set_workers(PHASES[p]).await;
+            server.set_workers(setup.phases[p]).await;
         }
-        tokio::spawn(one_call(
+        report.started += 1;
+        calls.push(tokio::spawn(one_call(
             limit.clone(),
             client.clone(),
             url.clone(),
             row.clone(),
-        ));
+        )));
         if now >= next_row {
-            next_row += ROW;
+            next_row += setup.row;
             let mut r = std::mem::take(&mut *row.lock().unwrap());
             let workers = server.workers.load(SeqCst);
             let l = limit.limit();
-            totals[phase].0 += r.ok;
-            totals[phase].1 += r.dropped;
-            totals[phase].2 += r.refused;
-            let bar: String = (0..=25)
-                .map(|i| {
-                    if i == workers {
-                        '|'
-                    } else if i < l.min(25) {
-                        '#'
-                    } else {
-                        ' '
-                    }
-                })
-                .collect();
-            println!(
-                "| {:5.2} | {workers:7} | {l:5} | {:2} | {:3} | {:7} | {:6.1} | {bar} |",
-                at.as_secs_f64(),
-                r.ok,
-                r.dropped,
-                r.refused,
-                p50(&mut r.latencies_ms),
-            );
+            add(&mut report, phase, &r);
+            report.limits.push((phase, l));
+            if print {
+                let bar: String = (0..=25)
+                    .map(|i| {
+                        if i == workers {
+                            '|'
+                        } else if i < l.min(25) {
+                            '#'
+                        } else {
+                            ' '
+                        }
+                    })
+                    .collect();
+                println!(
+                    "| {:5.2} | {workers:7} | {l:5} | {:2} | {:3} | {:7} | {:6.1} | {bar} |",
+                    at.as_secs_f64(),
+                    r.ok,
+                    r.dropped,
+                    r.refused,
+                    p50(&mut r.latencies_ms),
+                );
+            }
         }
     }
-    // Let the last calls finish.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    println!();
-    for (i, (ok, dropped, refused)) in totals.iter().enumerate() {
+    // Every call finishes (the server answers each within its queue).
+    for call in calls {
+        call.await.expect("call task");
+    }
+    let r = std::mem::take(&mut *row.lock().unwrap());
+    add(&mut report, phase, &r);
+    if print {
+        println!();
+        for i in 0..3 {
+            println!(
+                "phase {} ({} workers): {} answered 200, {} answered 503 by the server, {} refused by the bulkhead",
+                i + 1,
+                setup.phases[i],
+                report.ok[i],
+                report.dropped[i],
+                report.refused[i]
+            );
+        }
         println!(
-            "phase {} ({} workers): {ok} answered 200, {dropped} answered 503 by the server, {refused} refused by the bulkhead",
-            i + 1,
-            PHASES[i]
+            "limit changes: {}, windows: {}",
+            limit.limit_changes(),
+            limit.windows()
         );
     }
-    println!(
-        "limit changes: {}, windows: {}",
-        limit.limit_changes(),
-        limit.windows()
-    );
+    report
+}
+
+#[tokio::main]
+async fn main() {
+    run(Setup::DEFAULT, true).await;
 }
