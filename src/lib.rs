@@ -144,9 +144,9 @@
 //! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |
 //! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
 //! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
-//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and a policy | std |
+//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker, a policy and an adaptive bulkhead | std |
 //! | `metrics` | no | `metrics` — exporters under plain Prometheus names (`bulkhead_rejected_total`, `circuit_breaker_state`, …) with the system's name as the `system` label, handles registered once | std |
-//! | `tracing` | no | one `tracing` event per breaker transition and per refusal | std |
+//! | `tracing` | no | one `tracing` event per breaker transition and per refusal, and per adaptive limit change | std |
 //! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
 //!
 //! Without `alloc` (`--no-default-features`) everything but owned permits
@@ -189,6 +189,12 @@
 //! one sees both outcomes, so a trip cannot be missed (found by loom,
 //! checked by the loom models). Statistics that decide nothing (rejected,
 //! stale) are `Relaxed`.
+//!
+//! **Adaptive bulkhead.** The limit algorithm is run by one closer at a
+//! time, behind a flag taken with an `Acquire` compare-and-swap and given
+//! back with a `Release` store; the window's samples are `Relaxed` tallies,
+//! each taken whole by the closer's swap; the new limit is published by the
+//! bulkhead's own resize ([`limit::AdaptiveBulkhead`]).
 //!
 //! **Everything else** (`ManualClock`, the counters behind metrics) reads
 //! and writes with `Acquire`/`Release` or `Relaxed` as documented on each
