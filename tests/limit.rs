@@ -111,3 +111,40 @@ proptest! {
         check(g, &windows)?;
     }
 }
+
+/// `AdaptiveBulkhead::call`: a verdict is recorded, no verdict (`None`) and
+/// a cancelled call record nothing, and the slot comes back either way.
+#[test]
+fn call_records_only_a_verdict() {
+    use futures_lite::future::{block_on, poll_once};
+    use watertight::clock::ManualClock;
+    use watertight::limit::{AdaptiveBulkhead, Signal};
+
+    let clock = ManualClock::new();
+    let aimd = Aimd::builder()
+        .min_limit(1)
+        .initial_limit(10)
+        .build()
+        .unwrap();
+    let b = AdaptiveBulkhead::with_window("t", aimd, Duration::ZERO, 1, &clock);
+    // No verdict: nothing recorded, no window closed.
+    block_on(b.call(async { 503 }, |_| None)).unwrap();
+    assert_eq!((b.limit(), b.windows()), (10, 0));
+    // Cancelled while the call is pending: nothing recorded either.
+    {
+        let mut pending =
+            Box::pin(b.call(std::future::pending::<u16>(), |_| Some(Signal::Dropped)));
+        assert!(block_on(poll_once(pending.as_mut())).is_none());
+        assert_eq!(b.bulkhead().in_flight(), 1);
+    }
+    assert_eq!(
+        (b.limit(), b.windows(), b.bulkhead().in_flight()),
+        (10, 0, 0)
+    );
+    // A verdict: recorded, and with a zero window it closes one.
+    block_on(b.call(async { 503 }, |s| (*s == 503).then_some(Signal::Dropped))).unwrap();
+    assert_eq!(
+        (b.limit(), b.windows(), b.bulkhead().in_flight()),
+        (9, 1, 0)
+    );
+}

@@ -370,6 +370,74 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         Ok(self.wrap(permit))
     }
 
+    /// Runs `call` on a permit, if one is free, and records what
+    /// `classify` makes of its output (`None`: no verdict, nothing
+    /// recorded, as for a call refused before it reached the system).
+    ///
+    /// This is how a [`Policy`](crate::Policy) gets an adaptive limit: put
+    /// the policy's call inside, and the policy's own bulkhead stays as a
+    /// fixed ceiling behind it. A refusal by the policy's breaker or
+    /// bulkhead is no verdict; its call timeout is [`Signal::Timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire): the call is not made.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future (or a panic in `call`) gives the slot back and
+    /// records nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+    /// use watertight::policy::{Error, ErrorKind, Policy, PolicyConfig};
+    ///
+    /// // A call whose policy ran out of time is congestion; one the policy
+    /// // refused never reached the system: no verdict.
+    /// fn signal<T>(r: &Result<T, Error<u16>>) -> Option<Signal> {
+    ///     match r {
+    ///         Ok(_) => Some(Signal::Success),
+    ///         Err(e) => match e.kind() {
+    ///             ErrorKind::Call(503) => Some(Signal::Dropped),
+    ///             ErrorKind::Call(_) => Some(Signal::Failure),
+    ///             ErrorKind::DeadlineExceeded => Some(Signal::Timeout),
+    ///             _ => None,
+    ///         },
+    ///     }
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(50).build().unwrap(); // the ceiling
+    /// let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let limit = AdaptiveBulkhead::with_window("search", aimd, Duration::ZERO, 1, &clock);
+    ///
+    /// let r = limit.call(search.call(|| async { Err::<(), u16>(503) }), signal).await;
+    /// assert!(r.unwrap().is_err());
+    /// assert_eq!(limit.limit(), 9); // the 503 was a drop: 10 × 0.9
+    /// # });
+    /// ```
+    pub async fn call<F, O>(
+        &self,
+        call: F,
+        classify: impl FnOnce(&O) -> Option<Signal>,
+    ) -> Result<O, AcquireError>
+    where
+        F: core::future::Future<Output = O>,
+    {
+        let permit = self.try_acquire()?;
+        let out = call.await;
+        if let Some(signal) = classify(&out) {
+            permit.record(signal);
+        }
+        Ok(out)
+    }
+
     /// Closes the open window if it has lasted its length, for callers
     /// whose traffic is too sparse to close windows on time; returns the
     /// change if the limit moved. Call it from a periodic timer (every
