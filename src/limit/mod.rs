@@ -16,6 +16,16 @@
 //! take no allocation, no `std` and no floating-point function beyond
 //! `+ - * /`, so they run on a microcontroller too.
 //!
+//! Not here (yet): Envoy's adaptive concurrency filter. Its gradient
+//! controller compares each window's latency (the p50 of its samples, by
+//! default) with a *minimum* RTT measured on purpose, by periodically
+//! holding the limit at a very low count (3 by default) for a number of
+//! requests (50), at intervals with a jitter (15 %), plus a buffer; the
+//! limit is capped at 1000 by default. That re-measurement is what keeps a
+//! minimum-based baseline honest, at the cost of throttling every caller
+//! during it; `Gradient2` avoids the pause with its long-term average
+//! instead, and needs its 0.95 decay for the same reason.
+//!
 //! # The failure modes they are built against
 //!
 //! - **A dropped or refused call must not look like a fast one.** A call the
