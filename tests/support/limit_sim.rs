@@ -373,6 +373,25 @@ pub fn table(runs: &[Run]) -> String {
     use std::fmt::Write;
     let half = PHASE_SECS as usize / 2;
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nThe limit at the end of every 5th window (workers: {} | {} | {}):",
+        WORKERS[0], WORKERS[1], WORKERS[2]
+    );
+    for r in runs.iter().filter(|r| !r.name.starts_with("fixed")) {
+        let phases: Vec<String> = (0..3)
+            .map(|p| {
+                r.phase(p)
+                    .iter()
+                    .skip(4)
+                    .step_by(5)
+                    .map(|s| s.limit.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let _ = writeln!(out, "    {:<9} {}", r.name, phases.join(" | "));
+    }
     for (phase, workers) in WORKERS.iter().enumerate() {
         let (best, bf) = best_fixed(runs, phase);
         let _ = writeln!(
