@@ -148,3 +148,45 @@ fn call_records_only_a_verdict() {
         (9, 1, 0)
     );
 }
+
+/// `AdaptiveLimit` steering a `Policy`'s own bulkhead: drops reported
+/// after each call shrink it window by window, a refusal by the policy is
+/// not reported, and the permits all come back.
+#[test]
+fn adaptive_limit_steers_a_policys_bulkhead() {
+    use futures_lite::future::block_on;
+    use watertight::clock::{Clock, ManualClock};
+    use watertight::limit::{AdaptiveLimit, Signal};
+    use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+
+    let clock = ManualClock::new();
+    let config = PolicyConfig::builder(10)
+        .max_wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    let aimd = Aimd::builder()
+        .min_limit(1)
+        .initial_limit(10)
+        .build()
+        .unwrap();
+    let limit = AdaptiveLimit::with_window(aimd, Duration::from_secs(1), 1, clock.now());
+    let mut capacities = Vec::new();
+    for _ in 0..3 {
+        let started = clock.now();
+        let r = block_on(search.call(|| async { Err::<(), u16>(503) }));
+        let signal = match r {
+            Ok(()) => Some(Signal::Success),
+            Err(e) if matches!(e.kind(), ErrorKind::Call(503)) => Some(Signal::Dropped),
+            Err(_) => None,
+        };
+        clock.advance(Duration::from_secs(1));
+        limit.record(search.bulkhead(), started, signal.unwrap());
+        capacities.push(search.bulkhead().capacity());
+    }
+    // 10 → 9 → 8 → 7: floor(L × 0.9) each window.
+    assert_eq!(capacities, [9, 8, 7]);
+    assert_eq!(limit.limit_changes(), 3);
+    assert_eq!(search.bulkhead().in_flight(), 0);
+    assert_eq!(search.bulkhead().available(), 7);
+}

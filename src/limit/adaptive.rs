@@ -77,11 +77,53 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 /// swap); the limit is published through the bulkhead's own state word.
 pub struct AdaptiveBulkhead<C, A> {
     bulkhead: Bulkhead<C>,
+    steer: AdaptiveLimit<A>,
+}
+
+/// A limit algorithm and its windows, steering a [`Bulkhead`] it does not
+/// own: the part of an [`AdaptiveBulkhead`] that is not the bulkhead, for
+/// a bulkhead that lives elsewhere — a [`Policy`](crate::Policy)'s.
+///
+/// Each call through that bulkhead reports how it went with
+/// [`record`](Self::record), after its slot is back; the first report
+/// after a window's end closes it, and the bulkhead is resized to the
+/// algorithm's answer. The windows, the samples, the closing flag and the
+/// guarantees are those of [`AdaptiveBulkhead`]. The round trip is what the
+/// caller measures from `started`: for a policy's call, that includes its
+/// wait for a slot (at most the policy's `max_wait`).
+///
+/// # Examples
+///
+/// A policy whose bulkhead the algorithm moves:
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, ManualClock};
+/// use watertight::limit::{AdaptiveLimit, Aimd, LimitChange, Signal};
+/// use watertight::policy::{Policy, PolicyConfig};
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let config = PolicyConfig::builder(10).build().unwrap();
+/// let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+/// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+/// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+///
+/// let started = clock.now();
+/// let r = search.call(|| async { Err::<(), u16>(503) }).await;
+/// let signal = if r.is_ok() { Signal::Success } else { Signal::Dropped };
+/// let change = limit.record(search.bulkhead(), started, signal);
+/// assert_eq!(change, Some(LimitChange { from: 10, to: 9 }));
+/// assert_eq!(search.bulkhead().capacity(), 9);
+/// # });
+/// ```
+pub struct AdaptiveLimit<A> {
     samples: Samples,
     window_nanos: u64,
     min_samples: usize,
     closing: AtomicBool,
     algorithm: UnsafeCell<A>,
+    initial: usize,
     windows: AtomicUsize,
     changes: AtomicUsize,
     last: LastWindow,
@@ -100,10 +142,10 @@ struct LastWindow {
 }
 
 // SAFETY: the algorithm is reached only through `close`, by the one caller
-// that holds the closing flag, so sharing the bulkhead moves access to `A`
+// that holds the closing flag, so sharing the limit moves access to `A`
 // between threads but never shares it: `A: Send` suffices. The rest is
-// atomics and the bulkhead, which is `Sync` when `C` is.
-unsafe impl<C: Sync, A: Send> Sync for AdaptiveBulkhead<C, A> {}
+// atomics. (`AdaptiveBulkhead` is then `Sync` when its `Bulkhead` is.)
+unsafe impl<A: Send> Sync for AdaptiveLimit<A> {}
 
 /// The limit before and after a window moved it, from
 /// [`AdaptivePermit::record`] and [`AdaptiveBulkhead::tick`].
@@ -127,10 +169,10 @@ pub struct LimitChange {
 impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// The default window: 1 s (Netflix `WindowedLimit`'s minimum and
     /// maximum window time).
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
+    pub const DEFAULT_WINDOW: Duration = DEFAULT_WINDOW;
     /// The default minimum of samples for a window to count: 10 (Netflix
     /// `WindowedLimit`'s window size).
-    pub const DEFAULT_MIN_SAMPLES: usize = 10;
+    pub const DEFAULT_MIN_SAMPLES: usize = DEFAULT_MIN_SAMPLES;
 
     /// An adaptive bulkhead named `name` starting at the algorithm's
     /// current limit, with windows of [`DEFAULT_WINDOW`](Self::DEFAULT_WINDOW)
@@ -185,14 +227,53 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         min_samples: usize,
         clock: C,
     ) -> Self {
-        let limit = algorithm.limit().clamp(1, Bulkhead::<C>::MAX_PERMITS);
-        let opened = clock.now().as_nanos();
+        let steer = AdaptiveLimit::with_window(algorithm, window, min_samples, clock.now());
         AdaptiveBulkhead {
-            bulkhead: Bulkhead::new(name, limit, clock),
-            samples: Samples::new(opened),
+            bulkhead: Bulkhead::new(name, steer.initial, clock),
+            steer,
+        }
+    }
+}
+
+impl<A: LimitAlgorithm> AdaptiveLimit<A> {
+    /// The algorithm with windows of [`AdaptiveBulkhead::DEFAULT_WINDOW`]
+    /// and [`AdaptiveBulkhead::DEFAULT_MIN_SAMPLES`], the first opening at
+    /// `now` (on the clock of the bulkhead it will steer).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::{Clock, StdClock};
+    /// use watertight::limit::{AdaptiveLimit, Gradient2};
+    ///
+    /// let limit = AdaptiveLimit::new(Gradient2::new(), StdClock.now());
+    /// assert_eq!(limit.initial_limit(), 20);
+    /// ```
+    pub fn new(algorithm: A, now: Instant) -> Self {
+        Self::with_window(algorithm, DEFAULT_WINDOW, DEFAULT_MIN_SAMPLES, now)
+    }
+
+    /// Like [`new`](Self::new), with windows of `window` that count only
+    /// with at least `min_samples` calls (see
+    /// [`AdaptiveBulkhead::with_window`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    ///
+    /// let limit = AdaptiveLimit::with_window(Aimd::new(), Duration::from_millis(500), 20, Instant::ZERO);
+    /// assert_eq!(limit.windows(), 0);
+    /// ```
+    pub fn with_window(algorithm: A, window: Duration, min_samples: usize, now: Instant) -> Self {
+        AdaptiveLimit {
+            samples: Samples::new(now.as_nanos()),
             window_nanos: crate::clock::nanos::saturating_from(window),
             min_samples,
             closing: AtomicBool::new(false),
+            initial: algorithm.limit().clamp(1, Bulkhead::<()>::MAX_PERMITS),
             algorithm: UnsafeCell::new(algorithm),
             windows: AtomicUsize::new(0),
             changes: AtomicUsize::new(0),
@@ -205,6 +286,77 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
                 timed_out: AtomicUsize::new(0),
             },
         }
+    }
+
+    /// The algorithm's limit when it was handed over (within `[1,
+    /// Bulkhead::MAX_PERMITS]`): what to size the steered bulkhead to at
+    /// first, as the first window that moves the limit resizes it anyway.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::Instant;
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    ///
+    /// let aimd = Aimd::builder().initial_limit(42).build().unwrap();
+    /// assert_eq!(AdaptiveLimit::new(aimd, Instant::ZERO).initial_limit(), 42);
+    /// ```
+    pub fn initial_limit(&self) -> usize {
+        self.initial
+    }
+
+    /// Records a finished call through `bulkhead`, started at `started` (on
+    /// the bulkhead's clock), after its slot is back; closes the window if
+    /// this is the first report after its end, and resizes `bulkhead` if
+    /// the limit moved. Pass the same bulkhead every time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd, Signal};
+    ///
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 10, &clock);
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+    /// let started = clock.now();
+    /// drop(db.try_acquire().unwrap()); // the call, its slot back
+    /// limit.record(&db, started, Signal::Timeout);
+    /// assert_eq!(db.capacity(), 9);
+    /// ```
+    pub fn record<C: Clock>(
+        &self,
+        bulkhead: &Bulkhead<C>,
+        started: Instant,
+        signal: Signal,
+    ) -> Option<LimitChange> {
+        // The call's own slot is back: count it in flight.
+        self.finish(bulkhead, started, signal, 1, || {})
+    }
+
+    /// Closes the open window of `bulkhead`'s limit if it has lasted its
+    /// length (see [`AdaptiveBulkhead::tick`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    ///
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 20, &clock);
+    /// let limit = AdaptiveLimit::new(Aimd::new(), clock.now());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limit.tick(&db), None);
+    /// assert_eq!(limit.windows(), 1);
+    /// ```
+    pub fn tick<C: Clock>(&self, bulkhead: &Bulkhead<C>) -> Option<LimitChange> {
+        self.close(bulkhead, bulkhead.clock().now(), false)
     }
 }
 
@@ -259,7 +411,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// assert_eq!(b.windows(), 1);
     /// ```
     pub fn windows(&self) -> usize {
-        self.windows.load(Ordering::Relaxed)
+        self.steer.windows()
     }
 
     /// Windows that changed the limit so far (wrapping).
@@ -273,7 +425,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// assert_eq!(AdaptiveBulkhead::new("db", Aimd::new(), StdClock).limit_changes(), 0);
     /// ```
     pub fn limit_changes(&self) -> usize {
-        self.changes.load(Ordering::Relaxed)
+        self.steer.limit_changes()
     }
 
     /// The last window the algorithm read (windows dropped for want of
@@ -296,16 +448,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// assert_eq!((w.successes, w.avg_rtt, w.max_in_flight), (1, Some(Duration::from_secs(1)), 1));
     /// ```
     pub fn last_window(&self) -> Window {
-        let l = &self.last;
-        let rtt = l.avg_rtt_us.load(Ordering::Relaxed);
-        Window {
-            successes: l.successes.load(Ordering::Relaxed),
-            avg_rtt: (rtt != u64::MAX).then(|| Duration::from_micros(rtt)),
-            max_in_flight: l.max_in_flight.load(Ordering::Relaxed),
-            failed: l.failed.load(Ordering::Relaxed),
-            dropped: l.dropped.load(Ordering::Relaxed),
-            timed_out: l.timed_out.load(Ordering::Relaxed),
-        }
+        self.steer.last_window()
     }
 
     /// A permit if one is free and nobody waits; never waits.
@@ -374,10 +517,12 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// `classify` makes of its output (`None`: no verdict, nothing
     /// recorded, as for a call refused before it reached the system).
     ///
-    /// This is how a [`Policy`](crate::Policy) gets an adaptive limit: put
-    /// the policy's call inside, and the policy's own bulkhead stays as a
-    /// fixed ceiling behind it. A refusal by the policy's breaker or
-    /// bulkhead is no verdict; its call timeout is [`Signal::Timeout`].
+    /// One way to give a [`Policy`](crate::Policy)'s calls an adaptive
+    /// limit: put the policy's call inside, and the policy's own bulkhead
+    /// stays as a fixed ceiling behind it (the other: [`AdaptiveLimit`],
+    /// which moves the policy's own bulkhead). A refusal by the policy's
+    /// breaker or bulkhead is no verdict; its call timeout is
+    /// [`Signal::Timeout`].
     ///
     /// # Errors
     ///
@@ -460,7 +605,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// assert_eq!(b.tick(), Some(LimitChange { from: 10, to: 9 }));
     /// ```
     pub fn tick(&self) -> Option<LimitChange> {
-        self.close(self.bulkhead.clock().now(), false)
+        self.steer.tick(&self.bulkhead)
     }
 
     fn wrap<'a>(&'a self, permit: Permit<'a, C>) -> AdaptivePermit<'a, C, A> {
@@ -479,16 +624,86 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         signal: Signal,
         release: impl FnOnce(),
     ) -> Option<LimitChange> {
-        let now = self.bulkhead.clock().now();
-        let rtt = now.saturating_duration_since(started);
-        let full = self.samples.record(signal, rtt, self.bulkhead.in_flight());
-        release();
-        self.close(now, full)
+        self.steer
+            .finish(&self.bulkhead, started, signal, 0, release)
+    }
+}
+
+impl<A: LimitAlgorithm> AdaptiveLimit<A> {
+    /// Windows closed so far (see [`AdaptiveBulkhead::windows`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::Instant;
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    ///
+    /// assert_eq!(AdaptiveLimit::new(Aimd::new(), Instant::ZERO).windows(), 0);
+    /// ```
+    pub fn windows(&self) -> usize {
+        self.windows.load(Ordering::Relaxed)
     }
 
+    /// Windows that changed the limit so far (see
+    /// [`AdaptiveBulkhead::limit_changes`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::Instant;
+    /// use watertight::limit::{AdaptiveLimit, Gradient2};
+    ///
+    /// assert_eq!(AdaptiveLimit::new(Gradient2::new(), Instant::ZERO).limit_changes(), 0);
+    /// ```
+    pub fn limit_changes(&self) -> usize {
+        self.changes.load(Ordering::Relaxed)
+    }
+
+    /// The last window the algorithm read (see
+    /// [`AdaptiveBulkhead::last_window`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::Instant;
+    /// use watertight::limit::{AdaptiveLimit, Aimd, Window};
+    ///
+    /// assert_eq!(AdaptiveLimit::new(Aimd::new(), Instant::ZERO).last_window(), Window::EMPTY);
+    /// ```
+    pub fn last_window(&self) -> Window {
+        let l = &self.last;
+        let rtt = l.avg_rtt_us.load(Ordering::Relaxed);
+        Window {
+            successes: l.successes.load(Ordering::Relaxed),
+            avg_rtt: (rtt != u64::MAX).then(|| Duration::from_micros(rtt)),
+            max_in_flight: l.max_in_flight.load(Ordering::Relaxed),
+            failed: l.failed.load(Ordering::Relaxed),
+            dropped: l.dropped.load(Ordering::Relaxed),
+            timed_out: l.timed_out.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A finished call: its sample (with `in_flight` + `extra` in flight),
+    /// then `release` gives its slot back, then the window is closed if due
+    /// (or full).
+    fn finish<C: Clock>(
+        &self,
+        bulkhead: &Bulkhead<C>,
+        started: Instant,
+        signal: Signal,
+        extra: usize,
+        release: impl FnOnce(),
+    ) -> Option<LimitChange> {
+        let now = bulkhead.clock().now();
+        let rtt = now.saturating_duration_since(started);
+        let in_flight = bulkhead.in_flight().saturating_add(extra);
+        let full = self.samples.record(signal, rtt, in_flight);
+        release();
+        self.close(bulkhead, now, full)
+    }
     /// Closes the window if it is due (or `force`), unless another caller
     /// is closing it.
-    fn close(&self, now: Instant, force: bool) -> Option<LimitChange> {
+    fn close<C>(&self, bulkhead: &Bulkhead<C>, now: Instant, force: bool) -> Option<LimitChange> {
         let now = now.as_nanos();
         if !force && !self.samples.due(now, self.window_nanos) {
             return None;
@@ -511,10 +726,10 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         if window.samples() < self.min_samples {
             return None;
         }
-        self.apply(&window)
+        self.apply(bulkhead, &window)
     }
 
-    fn apply(&self, window: &Window) -> Option<LimitChange> {
+    fn apply<C>(&self, bulkhead: &Bulkhead<C>, window: &Window) -> Option<LimitChange> {
         let l = &self.last;
         l.successes.store(window.successes, Ordering::Relaxed);
         let rtt = window.avg_rtt.map_or(u64::MAX, |d| {
@@ -530,16 +745,16 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         // reference to the algorithm exists.
         let next = self.algorithm.with_mut(|a| unsafe { (*a).update(window) });
         let to = next.clamp(1, Bulkhead::<C>::MAX_PERMITS);
-        let from = self.bulkhead.capacity();
+        let from = bulkhead.capacity();
         if to == from {
             return None;
         }
         // In range, so never an error.
-        let _ = self.bulkhead.resize(to);
+        let _ = bulkhead.resize(to);
         self.changes.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         tracing::info!(
-            system = self.bulkhead.name(),
+            system = bulkhead.name(),
             from,
             to,
             successes = window.successes,
@@ -551,6 +766,9 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
         Some(LimitChange { from, to })
     }
 }
+
+const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
+const DEFAULT_MIN_SAMPLES: usize = 10;
 
 /// Clears the closing flag when dropped.
 struct Unflag<'a>(&'a AtomicBool);
@@ -565,8 +783,18 @@ impl<C, A> fmt::Debug for AdaptiveBulkhead<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AdaptiveBulkhead")
             .field("bulkhead", &self.bulkhead)
+            .field("limit", &self.steer)
+            .finish()
+    }
+}
+
+impl<A> fmt::Debug for AdaptiveLimit<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveLimit")
             .field("window_nanos", &self.window_nanos)
             .field("min_samples", &self.min_samples)
+            .field("windows", &self.windows.load(Ordering::Relaxed))
+            .field("changes", &self.changes.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
