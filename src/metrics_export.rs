@@ -97,7 +97,7 @@ use crate::breaker::{
 };
 use crate::bulkhead::{Bulkhead, BulkheadMetrics};
 use crate::clock::Clock;
-use crate::limit::{AdaptiveBulkhead, LimitAlgorithm};
+use crate::limit::{AdaptiveBulkhead, AdaptiveLimit, LimitAlgorithm};
 use crate::policy::Policy;
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
@@ -828,12 +828,48 @@ impl LimitExporter {
     /// assert!(text.contains(r#"bulkhead_limit_window_rtt_seconds{system="db"} NaN"#));
     /// ```
     pub fn new<C: Clock, A: LimitAlgorithm>(adaptive: &AdaptiveBulkhead<C, A>) -> Self {
-        let system = adaptive.bulkhead().name();
+        let exporter = Self::named(adaptive.bulkhead().name());
+        exporter.update(adaptive);
+        exporter
+    }
+
+    /// Like [`new`](Self::new), for an [`AdaptiveLimit`] steering a bulkhead
+    /// it does not own (a policy's): labelled with that bulkhead's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    /// use watertight::metrics::LimitExporter;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let search: Policy<_> = Policy::new("search", PolicyConfig::builder(20).build().unwrap(), &clock).unwrap();
+    /// let limit = AdaptiveLimit::new(Aimd::new(), clock.now());
+    /// let exporter = metrics::with_local_recorder(&recorder, || {
+    ///     LimitExporter::steering(search.bulkhead(), &limit)
+    /// });
+    /// exporter.update_steering(search.bulkhead(), &limit);
+    /// assert!(prometheus.render().contains(r#"bulkhead_limit{system="search"} 20"#));
+    /// ```
+    pub fn steering<C: Clock, A: LimitAlgorithm>(
+        bulkhead: &Bulkhead<C>,
+        limit: &AdaptiveLimit<A>,
+    ) -> Self {
+        let exporter = Self::named(bulkhead.name());
+        exporter.update_steering(bulkhead, limit);
+        exporter
+    }
+
+    fn named(system: &'static str) -> Self {
         let calls = |signal: &'static str| {
             let labels = [("system", system), ("signal", signal)];
             gauge!(BULKHEAD_LIMIT_WINDOW_CALLS, &labels)
         };
-        let exporter = LimitExporter {
+        LimitExporter {
             bulkhead: BulkheadExporter::named(system),
             limit: gauge!(BULKHEAD_LIMIT, "system" => system),
             successes: calls("success"),
@@ -843,9 +879,7 @@ impl LimitExporter {
             rtt: gauge!(BULKHEAD_LIMIT_WINDOW_RTT_SECONDS, "system" => system),
             max_in_flight: gauge!(BULKHEAD_LIMIT_WINDOW_MAX_IN_FLIGHT, "system" => system),
             changes: counter!(BULKHEAD_LIMIT_CHANGES_TOTAL, "system" => system),
-        };
-        exporter.update(adaptive);
-        exporter
+        }
     }
 
     /// Copies the adaptive bulkhead's numbers now into the handles. Pass
@@ -868,9 +902,47 @@ impl LimitExporter {
     /// assert!(prometheus.render().contains(r#"bulkhead_active_calls{system="db"} 1"#));
     /// ```
     pub fn update<C: Clock, A: LimitAlgorithm>(&self, adaptive: &AdaptiveBulkhead<C, A>) {
-        self.bulkhead.update(adaptive.bulkhead());
-        self.limit.set(adaptive.limit() as f64);
-        let w = adaptive.last_window();
+        self.export(
+            adaptive.bulkhead(),
+            &adaptive.last_window(),
+            adaptive.limit_changes(),
+        );
+    }
+
+    /// Copies the numbers of an [`AdaptiveLimit`] and the bulkhead it
+    /// steers into the handles: pass those this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd, Signal};
+    /// use watertight::metrics::LimitExporter;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 10, &clock);
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+    /// let exporter = metrics::with_local_recorder(&recorder, || LimitExporter::steering(&db, &limit));
+    /// limit.record(&db, clock.now(), Signal::Dropped);
+    /// exporter.update_steering(&db, &limit);
+    /// assert!(prometheus.render().contains(r#"bulkhead_limit{system="db"} 9"#));
+    /// ```
+    pub fn update_steering<C: Clock, A: LimitAlgorithm>(
+        &self,
+        bulkhead: &Bulkhead<C>,
+        limit: &AdaptiveLimit<A>,
+    ) {
+        self.export(bulkhead, &limit.last_window(), limit.limit_changes());
+    }
+
+    fn export<C>(&self, bulkhead: &Bulkhead<C>, w: &crate::limit::Window, changes: usize) {
+        self.bulkhead.update(bulkhead);
+        self.limit.set(bulkhead.capacity() as f64);
         self.successes.set(w.successes as f64);
         self.failed.set(w.failed as f64);
         self.dropped.set(w.dropped as f64);
@@ -878,7 +950,7 @@ impl LimitExporter {
         self.rtt
             .set(w.avg_rtt.map_or(f64::NAN, |d| d.as_secs_f64()));
         self.max_in_flight.set(w.max_in_flight as f64);
-        self.changes.absolute(count(adaptive.limit_changes()));
+        self.changes.absolute(count(changes));
     }
 }
 
