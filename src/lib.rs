@@ -26,6 +26,7 @@
 //! |---|---|---|
 //! | cap the calls in flight to a system and refuse the rest at once | [`Bulkhead::try_acquire`] | no allocation, no clock read, no executor; a 503 or a fallback instead of a queue |
 //! | the same, but wait a short, bounded time for a slot | [`Bulkhead::acquire_timeout`] | milliseconds, not seconds: a long wait is a queue in disguise; no allocation (the future is its own queue node), FIFO hand-off |
+//! | let the cap follow what the system can take, measured from its latency and its refusals | [`limit::AdaptiveBulkhead`] with [`limit::Aimd`] or [`limit::Gradient2`] | a `Bulkhead` the algorithm resizes once per window; no lock, no allocation |
 //! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
@@ -143,9 +144,9 @@
 //! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |
 //! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
 //! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
-//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker and a policy | std |
+//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker, a policy and an adaptive bulkhead | std |
 //! | `metrics` | no | `metrics` — exporters under plain Prometheus names (`bulkhead_rejected_total`, `circuit_breaker_state`, …) with the system's name as the `system` label, handles registered once | std |
-//! | `tracing` | no | one `tracing` event per breaker transition and per refusal | std |
+//! | `tracing` | no | one `tracing` event per breaker transition and per refusal, and per adaptive limit change | std |
 //! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
 //!
 //! Without `alloc` (`--no-default-features`) everything but owned permits
@@ -189,6 +190,12 @@
 //! checked by the loom models). Statistics that decide nothing (rejected,
 //! stale) are `Relaxed`.
 //!
+//! **Adaptive bulkhead.** The limit algorithm is run by one closer at a
+//! time, behind a flag taken with an `Acquire` compare-and-swap and given
+//! back with a `Release` store; the window's samples are `Relaxed` tallies,
+//! each taken whole by the closer's swap; the new limit is published by the
+//! bulkhead's own resize ([`limit::AdaptiveBulkhead`]).
+//!
 //! **Everything else** (`ManualClock`, the counters behind metrics) reads
 //! and writes with `Acquire`/`Release` or `Relaxed` as documented on each
 //! item; a metrics snapshot is a set of separate reads, not one atomic
@@ -224,6 +231,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod limit;
 pub mod policy;
 pub mod retry;
 

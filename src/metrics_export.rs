@@ -42,6 +42,11 @@
 //! | `circuit_breaker_rejected_total` | counter | `system` | calls the breaker refused |
 //! | `retries_total` | counter | `system`, `reason` | retries of idempotent calls ([`PolicyExporter`] only): `reason` is `failure` or `timeout` |
 //! | `retry_budget_exhausted_total` | counter | `system` | failed calls the retry budget did not let retry ([`PolicyExporter`] only) |
+//! | `bulkhead_limit` | gauge | `system` | an adaptive bulkhead's limit now ([`LimitExporter`] only) |
+//! | `bulkhead_limit_window_calls` | gauge | `system`, `signal` | the calls of the last window the algorithm read: `signal` is `success`, `failure`, `dropped` or `timeout` |
+//! | `bulkhead_limit_window_rtt_seconds` | gauge | `system` | the average round trip of that window's successes; NaN without any |
+//! | `bulkhead_limit_window_max_in_flight` | gauge | `system` | the most calls in flight in that window |
+//! | `bulkhead_limit_changes_total` | counter | `system` | windows that changed the limit |
 //!
 //! The breaker's call numbers are **gauges of its window** (the last
 //! `window_size` outcomes), the very numbers it trips on — not totals: a
@@ -92,6 +97,7 @@ use crate::breaker::{
 };
 use crate::bulkhead::{Bulkhead, BulkheadMetrics};
 use crate::clock::Clock;
+use crate::limit::{AdaptiveBulkhead, AdaptiveLimit, LimitAlgorithm};
 use crate::policy::Policy;
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
@@ -133,6 +139,16 @@ pub const RETRIES_TOTAL: &str = "retries_total";
 /// `retry_budget_exhausted_total{system}`: failed calls the retry budget did
 /// not let retry (counter), from [`Policy::retry_metrics`].
 pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "retry_budget_exhausted_total";
+/// Gauge: an adaptive bulkhead's current limit (its capacity).
+pub const BULKHEAD_LIMIT: &str = "bulkhead_limit";
+/// Gauge: the calls of the last window the limit algorithm read, by `signal`.
+pub const BULKHEAD_LIMIT_WINDOW_CALLS: &str = "bulkhead_limit_window_calls";
+/// Gauge: the average round-trip time of the last window's successes, in seconds.
+pub const BULKHEAD_LIMIT_WINDOW_RTT_SECONDS: &str = "bulkhead_limit_window_rtt_seconds";
+/// Gauge: the most calls in flight in the last window.
+pub const BULKHEAD_LIMIT_WINDOW_MAX_IN_FLIGHT: &str = "bulkhead_limit_window_max_in_flight";
+/// Counter: windows that changed the limit.
+pub const BULKHEAD_LIMIT_CHANGES_TOTAL: &str = "bulkhead_limit_changes_total";
 
 /// The value of `circuit_breaker_state` for a state: 0 closed, 1 open,
 /// 2 half-open, 3 forced open, 4 disabled. Alert on `> 0` for "not closed".
@@ -173,6 +189,27 @@ pub const fn state_code(state: State) -> u8 {
 /// assert!(prometheus.render().contains("# HELP bulkhead_active_calls"));
 /// ```
 pub fn describe() {
+    describe_gauge!(BULKHEAD_LIMIT, Unit::Count, "Adaptive bulkhead limit");
+    describe_gauge!(
+        BULKHEAD_LIMIT_WINDOW_CALLS,
+        Unit::Count,
+        "Calls of the last window the limit algorithm read, by signal"
+    );
+    describe_gauge!(
+        BULKHEAD_LIMIT_WINDOW_RTT_SECONDS,
+        Unit::Seconds,
+        "Average round trip of the last window's successes"
+    );
+    describe_gauge!(
+        BULKHEAD_LIMIT_WINDOW_MAX_IN_FLIGHT,
+        Unit::Count,
+        "Most calls in flight in the last window"
+    );
+    describe_counter!(
+        BULKHEAD_LIMIT_CHANGES_TOTAL,
+        Unit::Count,
+        "Windows that changed the adaptive bulkhead's limit"
+    );
     describe_gauge!(
         BULKHEAD_ACTIVE_CALLS,
         Unit::Count,
@@ -724,6 +761,196 @@ impl PolicyExporter {
     /// ```
     pub fn breaker(&self) -> &BreakerExporter {
         &self.breaker
+    }
+}
+
+/// The metrics of one [`AdaptiveBulkhead`]: its bulkhead's
+/// ([`BulkheadExporter`]), the `bulkhead_limit` gauge, and the last window
+/// behind it (its calls by signal, their average round trip, the most in
+/// flight) and the count of limit changes; registered once.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+/// use watertight::metrics::LimitExporter;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+/// let search = AdaptiveBulkhead::with_window("search", aimd, Duration::from_secs(1), 1, &clock);
+/// let exporter = metrics::with_local_recorder(&recorder, || LimitExporter::new(&search));
+///
+/// let call = search.try_acquire().unwrap();
+/// clock.advance(Duration::from_secs(1));
+/// call.record(Signal::Dropped); // closes the window: 10 × 0.9
+/// exporter.update(&search);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"bulkhead_limit{system="search"} 9"#));
+/// assert!(text.contains(r#"bulkhead_limit_window_calls{system="search",signal="dropped"} 1"#));
+/// assert!(text.contains(r#"bulkhead_limit_changes_total{system="search"} 1"#));
+/// assert!(text.contains(r#"bulkhead_capacity{system="search"} 9"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LimitExporter {
+    bulkhead: BulkheadExporter,
+    limit: Gauge,
+    successes: Gauge,
+    failed: Gauge,
+    dropped: Gauge,
+    timed_out: Gauge,
+    rtt: Gauge,
+    max_in_flight: Gauge,
+    changes: Counter,
+}
+
+impl LimitExporter {
+    /// Registers the handles for `adaptive` (labelled with its name) with
+    /// the current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Gradient2};
+    /// use watertight::metrics::LimitExporter;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let db = AdaptiveBulkhead::new("db", Gradient2::new(), &clock);
+    /// let _exporter = metrics::with_local_recorder(&recorder, || LimitExporter::new(&db));
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"bulkhead_limit{system="db"} 20"#));
+    /// assert!(text.contains(r#"bulkhead_limit_window_rtt_seconds{system="db"} NaN"#));
+    /// ```
+    pub fn new<C: Clock, A: LimitAlgorithm>(adaptive: &AdaptiveBulkhead<C, A>) -> Self {
+        let exporter = Self::named(adaptive.bulkhead().name());
+        exporter.update(adaptive);
+        exporter
+    }
+
+    /// Like [`new`](Self::new), for an [`AdaptiveLimit`] steering a bulkhead
+    /// it does not own (a policy's): labelled with that bulkhead's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd};
+    /// use watertight::metrics::LimitExporter;
+    /// use watertight::policy::{Policy, PolicyConfig};
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let search: Policy<_> = Policy::new("search", PolicyConfig::builder(20).build().unwrap(), &clock).unwrap();
+    /// let limit = AdaptiveLimit::new(Aimd::new(), clock.now());
+    /// let exporter = metrics::with_local_recorder(&recorder, || {
+    ///     LimitExporter::steering(search.bulkhead(), &limit)
+    /// });
+    /// exporter.update_steering(search.bulkhead(), &limit);
+    /// assert!(prometheus.render().contains(r#"bulkhead_limit{system="search"} 20"#));
+    /// ```
+    pub fn steering<C: Clock, A: LimitAlgorithm>(
+        bulkhead: &Bulkhead<C>,
+        limit: &AdaptiveLimit<A>,
+    ) -> Self {
+        let exporter = Self::named(bulkhead.name());
+        exporter.update_steering(bulkhead, limit);
+        exporter
+    }
+
+    fn named(system: &'static str) -> Self {
+        let calls = |signal: &'static str| {
+            let labels = [("system", system), ("signal", signal)];
+            gauge!(BULKHEAD_LIMIT_WINDOW_CALLS, &labels)
+        };
+        LimitExporter {
+            bulkhead: BulkheadExporter::named(system),
+            limit: gauge!(BULKHEAD_LIMIT, "system" => system),
+            successes: calls("success"),
+            failed: calls("failure"),
+            dropped: calls("dropped"),
+            timed_out: calls("timeout"),
+            rtt: gauge!(BULKHEAD_LIMIT_WINDOW_RTT_SECONDS, "system" => system),
+            max_in_flight: gauge!(BULKHEAD_LIMIT_WINDOW_MAX_IN_FLIGHT, "system" => system),
+            changes: counter!(BULKHEAD_LIMIT_CHANGES_TOTAL, "system" => system),
+        }
+    }
+
+    /// Copies the adaptive bulkhead's numbers now into the handles. Pass
+    /// the bulkhead this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::ManualClock;
+    /// use watertight::limit::{AdaptiveBulkhead, Aimd};
+    /// use watertight::metrics::LimitExporter;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let db = AdaptiveBulkhead::new("db", Aimd::new(), &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || LimitExporter::new(&db));
+    /// let _call = db.try_acquire().unwrap();
+    /// exporter.update(&db);
+    /// assert!(prometheus.render().contains(r#"bulkhead_active_calls{system="db"} 1"#));
+    /// ```
+    pub fn update<C: Clock, A: LimitAlgorithm>(&self, adaptive: &AdaptiveBulkhead<C, A>) {
+        self.export(
+            adaptive.bulkhead(),
+            &adaptive.last_window(),
+            adaptive.limit_changes(),
+        );
+    }
+
+    /// Copies the numbers of an [`AdaptiveLimit`] and the bulkhead it
+    /// steers into the handles: pass those this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd, Signal};
+    /// use watertight::metrics::LimitExporter;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let db = Bulkhead::new("db", 10, &clock);
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+    /// let exporter = metrics::with_local_recorder(&recorder, || LimitExporter::steering(&db, &limit));
+    /// limit.record(&db, clock.now(), Signal::Dropped);
+    /// exporter.update_steering(&db, &limit);
+    /// assert!(prometheus.render().contains(r#"bulkhead_limit{system="db"} 9"#));
+    /// ```
+    pub fn update_steering<C: Clock, A: LimitAlgorithm>(
+        &self,
+        bulkhead: &Bulkhead<C>,
+        limit: &AdaptiveLimit<A>,
+    ) {
+        self.export(bulkhead, &limit.last_window(), limit.limit_changes());
+    }
+
+    fn export<C>(&self, bulkhead: &Bulkhead<C>, w: &crate::limit::Window, changes: usize) {
+        self.bulkhead.update(bulkhead);
+        self.limit.set(bulkhead.capacity() as f64);
+        self.successes.set(w.successes as f64);
+        self.failed.set(w.failed as f64);
+        self.dropped.set(w.dropped as f64);
+        self.timed_out.set(w.timed_out as f64);
+        self.rtt
+            .set(w.avg_rtt.map_or(f64::NAN, |d| d.as_secs_f64()));
+        self.max_in_flight.set(w.max_in_flight as f64);
+        self.changes.absolute(count(changes));
     }
 }
 

@@ -12,6 +12,7 @@
 //! | [`BreakerLayer`] | [`BreakerService`] | [`BreakerError::Rejected`] with the [`Rejection`] |
 //! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
 //! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
+//! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
 //!
 //! None of them takes a permit in `poll_ready`: readiness is the inner
 //! service's. A permit is taken per call and travels with the response
@@ -52,6 +53,9 @@
 //! ```
 
 extern crate alloc;
+
+mod adaptive;
+pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
 
 use alloc::sync::Arc;
 use core::fmt;

@@ -178,3 +178,20 @@ mod tower_futures {
         >,
     >();
 }
+
+/// The adaptive bulkhead: shared by reference or `Arc` across threads, its
+/// permits moved into tasks, its algorithms and errors plain data.
+mod adaptive {
+    use super::*;
+    use watertight::limit::{
+        AdaptiveBulkhead, AdaptivePermit, Aimd, Gradient2, LimitConfigError, OwnedAdaptivePermit,
+    };
+
+    const _: () = send_sync::<AdaptiveBulkhead<StdClock, Aimd>>();
+    const _: () = send_sync::<AdaptiveBulkhead<Arc<ManualClock>, Gradient2>>();
+    const _: () = send_sync::<AdaptivePermit<'static, StdClock, Gradient2>>();
+    const _: () = send_sync::<OwnedAdaptivePermit<StdClock, Aimd>>();
+    const _: () = static_::<OwnedAdaptivePermit<StdClock, Aimd>>();
+    const _: () = unpin::<OwnedAdaptivePermit<StdClock, Aimd>>();
+    const _: () = error::<LimitConfigError>();
+}

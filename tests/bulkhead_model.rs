@@ -956,3 +956,156 @@ fn regression_newcomer_queues_behind_waiters_woken_by_a_grow() {
     drop((p, held));
     drop(newcomer.ready().unwrap());
 }
+
+// ---------------------------------------------------------------------------
+// The adaptive bulkhead: the same permit accounting while an algorithm moves
+// the capacity.
+// ---------------------------------------------------------------------------
+
+mod adaptive {
+    use super::*;
+    use watertight::limit::{AdaptiveBulkhead, Aimd, LimitAlgorithm, Signal, Window};
+
+    const WINDOW: Duration = Duration::from_millis(10);
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// `try_acquire`, keeping the permit.
+        TryAcquire,
+        /// `record` a held permit with a signal.
+        Record(usize, Signal),
+        /// Drop a held permit without a verdict.
+        Drop(usize),
+        /// `ManualClock::advance` by this many milliseconds.
+        Advance(u64),
+        /// `tick`.
+        Tick,
+    }
+
+    fn signal() -> impl Strategy<Value = Signal> {
+        prop_oneof![
+            4 => Just(Signal::Success),
+            1 => Just(Signal::Failure),
+            1 => Just(Signal::Dropped),
+            1 => Just(Signal::Timeout),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::TryAcquire),
+            4 => (any::<usize>(), signal()).prop_map(|(i, s)| Op::Record(i, s)),
+            1 => any::<usize>().prop_map(Op::Drop),
+            3 => (0u64..12).prop_map(Op::Advance),
+            1 => Just(Op::Tick),
+        ]
+    }
+
+    /// The window protocol as the docs state it, written out: samples add
+    /// up until a record or tick at or past `opened + WINDOW` closes the
+    /// window (the sample first), a window of at least one sample is handed
+    /// to the algorithm, and the capacity becomes its answer.
+    struct Model {
+        alg: Aimd,
+        opened: Duration,
+        w: Window,
+        rtt_sum_us: u64,
+        capacity: usize,
+    }
+
+    impl Model {
+        fn close_if_due(&mut self, now: Duration) {
+            if now < self.opened + WINDOW {
+                return;
+            }
+            self.opened = now;
+            let mut w = std::mem::take(&mut self.w);
+            w.avg_rtt = (w.successes > 0)
+                .then(|| Duration::from_micros(self.rtt_sum_us / w.successes as u64));
+            self.rtt_sum_us = 0;
+            if w.samples() >= 1 {
+                self.capacity = self.alg.update(&w);
+            }
+        }
+    }
+
+    fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+        let clock = ManualClock::new();
+        let alg = Aimd::builder()
+            .min_limit(1)
+            .initial_limit(3)
+            .max_limit(6)
+            .build()
+            .unwrap();
+        let b = AdaptiveBulkhead::with_window("model", alg.clone(), WINDOW, 1, &clock);
+        let mut m = Model {
+            alg,
+            opened: Duration::ZERO,
+            w: Window::EMPTY,
+            rtt_sum_us: 0,
+            capacity: 3,
+        };
+        let mut held = Vec::new();
+        for op in ops {
+            let now = clock.now().since_origin();
+            match op.clone() {
+                Op::TryAcquire => {
+                    let got = b.try_acquire();
+                    prop_assert_eq!(got.is_ok(), held.len() < m.capacity, "{:?}", op);
+                    if let Ok(p) = got {
+                        held.push(p);
+                    }
+                }
+                Op::Record(i, s) if !held.is_empty() => {
+                    let p = held.swap_remove(i % held.len());
+                    let rtt = now - p.started().since_origin();
+                    m.w.max_in_flight = m.w.max_in_flight.max(held.len() + 1);
+                    match s {
+                        Signal::Success => {
+                            m.w.successes += 1;
+                            m.rtt_sum_us += rtt.as_micros() as u64;
+                        }
+                        Signal::Failure => m.w.failed += 1,
+                        Signal::Dropped => m.w.dropped += 1,
+                        Signal::Timeout => m.w.timed_out += 1,
+                    }
+                    p.record(s);
+                    m.close_if_due(now);
+                }
+                Op::Drop(i) if !held.is_empty() => {
+                    drop(held.swap_remove(i % held.len()));
+                }
+                Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                Op::Tick => {
+                    b.tick();
+                    m.close_if_due(now);
+                }
+                _ => {}
+            }
+            // No permit lost or invented while the limit moves.
+            prop_assert_eq!(b.limit(), m.capacity, "after {:?}", op);
+            prop_assert!((1..=6).contains(&b.limit()));
+            prop_assert_eq!(b.bulkhead().in_flight(), held.len());
+            prop_assert_eq!(
+                b.bulkhead().available(),
+                m.capacity.saturating_sub(held.len())
+            );
+        }
+        drop(held);
+        prop_assert_eq!(b.bulkhead().in_flight(), 0);
+        prop_assert_eq!(b.bulkhead().available(), b.limit());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Random calls, verdicts, cancellations and ticks on `ManualClock`:
+        /// the limit follows the window protocol's model, and in flight and
+        /// available follow the permits held, through every limit change.
+        #[test]
+        fn adaptive_limit_changes_keep_every_permit(ops in vec(op(), 1..120)) {
+            run(&ops)?;
+        }
+    }
+}

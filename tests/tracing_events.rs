@@ -12,6 +12,7 @@
 //! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
+//! | adaptive limit change | INFO | `watertight::limit::adaptive` | `system`, `from`, `to`, and the window's `successes`, `avg_rtt_us`, `dropped`, `timed_out` |
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
 //! nothing of its own (a timed-out one emits the policy's timeout event
@@ -536,4 +537,57 @@ fn a_retry_the_budget_refuses_is_one_debug_event() {
             Some("retry budget exhausted: the failed call is not retried")
         )
     );
+}
+
+/// One INFO event per window that moves an adaptive bulkhead's limit, none
+/// for a window that leaves it where it was.
+#[test]
+fn one_event_per_adaptive_limit_change() {
+    use watertight::limit::{AdaptiveBulkhead, Aimd, Signal};
+
+    let clock = ManualClock::new();
+    let aimd = Aimd::builder()
+        .min_limit(1)
+        .initial_limit(10)
+        .build()
+        .unwrap();
+    let b = AdaptiveBulkhead::with_window("catalog", aimd, Duration::from_secs(1), 1, &clock);
+    let ((), events) = capture(|| {
+        // Window 1: a drop (10 → 9). Window 2: one quick success with 1 in
+        // flight, 2 × 1 < 9: unchanged. Window 3: a timeout (9 → 8).
+        for signal in [Signal::Dropped, Signal::Success, Signal::Timeout] {
+            let call = b.try_acquire().unwrap();
+            clock.advance(Duration::from_secs(1));
+            call.record(signal);
+        }
+    });
+    let changes: Vec<_> = events
+        .iter()
+        .filter(|e| e.field("message") == Some("bulkhead limit changed"))
+        .collect();
+    assert_eq!(changes.len(), 2, "{events:?}");
+    assert!(changes.iter().all(|e| e.level == Level::INFO));
+    assert!(changes
+        .iter()
+        .all(|e| e.target == "watertight::limit::adaptive"));
+    let got: Vec<_> = changes
+        .iter()
+        .map(|e| {
+            (
+                e.field("system"),
+                e.field("from"),
+                e.field("to"),
+                e.field("dropped"),
+                e.field("timed_out"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("catalog"), Some("10"), Some("9"), Some("1"), Some("0")),
+            (Some("catalog"), Some("9"), Some("8"), Some("0"), Some("1")),
+        ]
+    );
+    assert_eq!(b.limit_changes(), 2);
 }
