@@ -32,6 +32,7 @@ use crate::breaker::{
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
+use crate::limit::{AdaptiveLimit, LimitAlgorithm, Signal};
 use crate::retry::{Jitter, RetryBudget, RetryConfig, RetryConfigBuilder, RetryConfigError};
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -1304,6 +1305,105 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
         PolicyCall::new(self, Some(budget.instant()), Make(Some(make)), classify)
+    }
+
+    /// Like [`call_with`](Self::call_with), with the policy's bulkhead
+    /// steered by an adaptive `limit`: the call's round trip and what
+    /// `signal` makes of its result go to the limit, which resizes the
+    /// bulkhead window by window.
+    ///
+    /// `signal` says what the result means for the limit, and through it
+    /// for the breaker: a [`Signal::Success`] is a success, the rest
+    /// ([`Failure`](Signal::Failure), a [`Dropped`](Signal::Dropped) 503, a
+    /// [`Timeout`](Signal::Timeout)) are failures. The round trip runs
+    /// from the call's start (its slot taken and the breaker passed) to
+    /// its end. A call the policy cut at its timeout is a
+    /// [`Signal::Timeout`] whatever `signal` would say. A call that never
+    /// started — refused by the bulkhead or the breaker, or with no
+    /// budget left — records nothing: a refusal is not a fast call. Pass
+    /// the same `limit` for every call of this policy.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call): dropping the future records nothing with
+    /// the limit either.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::limit::{AdaptiveLimit, Aimd, Signal};
+    /// use watertight::policy::{Policy, PolicyConfig};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(10).build().unwrap();
+    /// let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    /// let aimd = Aimd::builder().min_limit(1).initial_limit(10).build().unwrap();
+    /// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+    /// # futures_lite::future::block_on(async {
+    /// // A 503 is the system shedding load: the limit backs off by 10 %.
+    /// let r = search
+    ///     .call_adaptive(&limit, || async { Ok::<u16, ()>(503) }, |r| match r {
+    ///         Ok(503) => Signal::Dropped,
+    ///         Ok(_) => Signal::Success,
+    ///         Err(()) => Signal::Failure,
+    ///     })
+    ///     .await;
+    /// assert_eq!(r, Ok(503));
+    /// assert_eq!(search.bulkhead().capacity(), 9);
+    /// assert_eq!(search.breaker().metrics().failed_calls, 1);
+    /// # });
+    /// ```
+    pub async fn call_adaptive<A, F, Fut, T, E, K>(
+        &self,
+        limit: &AdaptiveLimit<A>,
+        make: F,
+        signal: K,
+    ) -> Result<T, Error<E>>
+    where
+        C: Timer + Clone,
+        B: Clock,
+        A: LimitAlgorithm,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Signal,
+    {
+        // Filled in by the call's own steps, in the order they run: its
+        // start (only if the bulkhead and the breaker let it start) and
+        // the classifier's verdict (only if it finished in time).
+        let mut started: Option<Instant> = None;
+        let mut said: Option<Signal> = None;
+        let bulkhead = &self.bulkhead;
+        let result = self
+            .call_with(
+                || {
+                    started = Some(bulkhead.clock().now());
+                    make()
+                },
+                |r| {
+                    let s = signal(r);
+                    said = Some(s);
+                    match s {
+                        Signal::Success => Outcome::Success,
+                        _ => Outcome::Failure,
+                    }
+                },
+            )
+            .await;
+        let verdict = match &result {
+            Err(e) if matches!(e.kind(), ErrorKind::DeadlineExceeded) => Some(Signal::Timeout),
+            _ => said,
+        };
+        if let (Some(started), Some(verdict)) = (started, verdict) {
+            // The call's slot is back by now, as `record` expects.
+            limit.record(bulkhead, started, verdict);
+        }
+        result
     }
 }
 
