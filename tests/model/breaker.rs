@@ -489,7 +489,7 @@ pub type Clk<'a> = &'a ManualClock;
 /// The inline breaker the regression tests use.
 pub type Breaker<'a> = CircuitBreaker<Clk<'a>, 8>;
 
-struct Harness<'a, const N: usize, W: WindowStorage> {
+pub struct Harness<'a, const N: usize, W: WindowStorage> {
     clock: &'a ManualClock,
     breaker: &'a CircuitBreaker<Clk<'a>, N, (), W>,
     permits: Vec<CallPermit<'a, Clk<'a>, N, (), W>>,
@@ -511,6 +511,32 @@ fn same_rate(got: Option<f32>, want: Option<f64>) -> bool {
 }
 
 impl<'a, const N: usize, W: WindowStorage> Harness<'a, N, W> {
+    /// Takes over a breaker that other code has driven (the soak's, from
+    /// many tasks at once), right after its `reset()` with no permit out:
+    /// from there on the order is known again, and the breaker must answer
+    /// as the model does. The model starts Closed with an empty window at
+    /// the clock's time, with the breaker's lifetime counters (rejected,
+    /// stale) and last transition, which the concurrent part left
+    /// unknowable.
+    pub fn resume(
+        clock: &'a ManualClock,
+        breaker: &'a CircuitBreaker<Clk<'a>, N, (), W>,
+        cfg: Cfg,
+    ) -> Self {
+        let lib = breaker.metrics();
+        let mut model = Model::new(cfg);
+        model.now = clock.now().as_nanos();
+        model.rejected = lib.rejected;
+        model.stale = lib.stale;
+        model.last_transition = lib.last_transition.map(|t| t.as_nanos());
+        Harness {
+            clock,
+            breaker,
+            permits: Vec::new(),
+            model,
+        }
+    }
+
     fn new(
         clock: &'a ManualClock,
         breaker: &'a CircuitBreaker<Clk<'a>, N, (), W>,
@@ -524,7 +550,8 @@ impl<'a, const N: usize, W: WindowStorage> Harness<'a, N, W> {
         }
     }
 
-    fn apply(&mut self, op: &Op) -> Result<(), Mismatch> {
+    /// Applies `op` to the breaker and to the model, comparing every answer.
+    pub fn apply(&mut self, op: &Op) -> Result<(), Mismatch> {
         match *op {
             Op::Acquire => {
                 let want = self.model.acquire();
@@ -606,7 +633,7 @@ impl<'a, const N: usize, W: WindowStorage> Harness<'a, N, W> {
     }
 
     /// The library's observable state against the model's.
-    fn check(&self) -> Result<(), Mismatch> {
+    pub fn check(&self) -> Result<(), Mismatch> {
         let m = &self.model;
         ensure_eq!(self.clock.now().as_nanos(), m.now, "clock");
         ensure_eq!(self.breaker.state(), m.state(), "state()");
