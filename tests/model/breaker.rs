@@ -17,7 +17,9 @@ use std::time::Duration;
 use crate::check::Mismatch;
 use watertight::breaker::{State, WindowStorage};
 use watertight::clock::{Clock, ManualClock};
-use watertight::{BreakerConfig, CallError, CallPermit, CircuitBreaker, Outcome, Rejection};
+use watertight::{
+    BreakerConfig, BreakerConfigError, CallError, CallPermit, CircuitBreaker, Outcome, Rejection,
+};
 
 /// A millisecond in nanoseconds, the unit of the model's clock.
 pub const MS: u64 = 1_000_000;
@@ -44,7 +46,14 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// The config, which the generators only make valid.
     pub fn build(&self) -> BreakerConfig {
+        self.try_build().expect("the generated config is valid")
+    }
+
+    /// The config, or the builder's refusal (a threshold of 1 % reads as a
+    /// fraction, and is refused).
+    pub fn try_build(&self) -> Result<BreakerConfig, BreakerConfigError> {
         let mut b = BreakerConfig::builder()
             .window_size(self.window_size)
             .minimum_calls(self.minimum_calls)
@@ -58,7 +67,7 @@ impl Cfg {
         if let Some(ms) = self.max_wait_ms {
             b = b.max_half_open_wait(Duration::from_millis(ms));
         }
-        b.build().expect("the generated config is valid")
+        b.build()
     }
 }
 
