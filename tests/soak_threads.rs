@@ -14,6 +14,8 @@ mod breaker_model;
 mod soak;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 
 use soak::BoxFuture;
 use watertight::clock::AsyncIoClock;
@@ -21,6 +23,9 @@ use watertight::clock::AsyncIoClock;
 /// A thread per task.
 #[derive(Clone, Copy)]
 struct Threads;
+
+/// How a task's thread ended, and who waits for it.
+type Ending = Mutex<(Option<std::thread::Result<()>>, Option<Waker>)>;
 
 impl soak::Rt for Threads {
     type Clock = AsyncIoClock;
@@ -30,20 +35,35 @@ impl soak::Rt for Threads {
     }
 
     fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
-        let (tx, rx) = smol::channel::bounded(1);
+        let ending = Arc::new(Ending::default());
+        let end = Arc::clone(&ending);
         std::thread::spawn(move || {
             let r =
                 std::panic::catch_unwind(AssertUnwindSafe(|| futures_lite::future::block_on(task)));
-            // The receiver waits for this; it is gone only if the soak is.
-            let _ = tx.send_blocking(r);
-        });
-        Box::pin(async move {
-            match rx.recv().await {
-                Ok(Ok(())) => {}
-                Ok(Err(payload)) => std::panic::resume_unwind(payload),
-                Err(_) => panic!("a soak thread ended without its result"),
+            let waiter = {
+                let mut e = end.lock().unwrap_or_else(|e| e.into_inner());
+                e.0 = Some(r);
+                e.1.take()
+            };
+            if let Some(w) = waiter {
+                w.wake();
             }
-        })
+        });
+        Box::pin(futures_lite::future::poll_fn(move |cx| {
+            let outcome = {
+                let mut e = ending.lock().unwrap_or_else(|e| e.into_inner());
+                let outcome = e.0.take();
+                if outcome.is_none() {
+                    e.1 = Some(cx.waker().clone());
+                }
+                outcome
+            };
+            match outcome {
+                Some(Ok(())) => Poll::Ready(()),
+                Some(Err(payload)) => std::panic::resume_unwind(payload),
+                None => Poll::Pending,
+            }
+        }))
     }
 }
 
