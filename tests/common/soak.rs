@@ -35,8 +35,8 @@
 //!   or waiting and available = capacity; every attempt counted once
 //!   (`accepted + rejected + cancelled_waits` = attempts); every wait
 //!   counted (`queued` at least the waits that were ever pending, and at
-//!   most the waits: a wait can queue and be handed its permits within its
-//!   first poll, by a release on another thread); the refusals by
+//!   most the waits: a timed wait can queue and time out within its first
+//!   poll, when its deadline is due by then); the refusals by
 //!   cause at least those callers saw, and what callers did not see (a
 //!   permit handed to a waiter dropped before it looked, a refusal not
 //!   looked at, a cancelled wait) adds up to the waits dropped while
