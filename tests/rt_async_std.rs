@@ -5,6 +5,13 @@
 #[macro_use]
 #[path = "common/suite.rs"]
 mod suite;
+#[macro_use]
+#[path = "model/check.rs"]
+mod check;
+#[path = "model/breaker.rs"]
+mod breaker_model;
+#[path = "common/soak.rs"]
+mod soak;
 
 use std::future::Future;
 
@@ -32,3 +39,21 @@ impl Runtime for AsyncStdRt {
 }
 
 behaviour_suite!(async #[async_std::test] with AsyncStdRt);
+
+impl soak::Rt for AsyncStdRt {
+    type Clock = AsyncIoClock;
+
+    fn clock(&self) -> AsyncIoClock {
+        AsyncIoClock::new()
+    }
+
+    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
+        suite::Runtime::spawn_task(self, task)
+    }
+}
+
+/// The soak (`tests/common/soak.rs`) on async-std's global executor.
+#[async_std::test]
+async fn soak() {
+    soak::run(AsyncStdRt, "async-std").await;
+}

@@ -11,6 +11,13 @@
 #[macro_use]
 #[path = "common/suite.rs"]
 mod suite;
+#[macro_use]
+#[path = "model/check.rs"]
+mod check;
+#[path = "model/breaker.rs"]
+mod breaker_model;
+#[path = "common/soak.rs"]
+mod soak;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,3 +101,24 @@ where
 // catch a task's panic, which would unwind through `run_until` and fail the
 // test whatever the breaker recorded.
 behaviour_suite!(no_task_panics: run run);
+
+impl soak::Rt for EmbassyRt {
+    type Clock = EmbassyClock;
+
+    fn clock(&self) -> EmbassyClock {
+        EmbassyClock::new()
+    }
+
+    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
+        suite::Runtime::spawn_task(self, task)
+    }
+}
+
+/// The soak (`tests/common/soak.rs`) on embassy's executor: its planted
+/// panics are caught inside the tasks, so none reaches the executor.
+#[test]
+fn soak() {
+    run(|rt| async move {
+        soak::run(rt, "embassy (host executor)").await;
+    });
+}

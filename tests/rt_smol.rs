@@ -6,6 +6,13 @@
 #[macro_use]
 #[path = "common/suite.rs"]
 mod suite;
+#[macro_use]
+#[path = "model/check.rs"]
+mod check;
+#[path = "model/breaker.rs"]
+mod breaker_model;
+#[path = "common/soak.rs"]
+mod soak;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -62,6 +69,26 @@ where
         // Closing the channel (also while unwinding) stops the other threads.
         let _stop = stop;
         smol::block_on(ex.run(scenario(SmolRt(Arc::clone(&ex)))));
+    });
+}
+
+impl soak::Rt for SmolRt {
+    type Clock = AsyncIoClock;
+
+    fn clock(&self) -> AsyncIoClock {
+        AsyncIoClock::new()
+    }
+
+    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
+        suite::Runtime::spawn_task(self, task)
+    }
+}
+
+/// The soak (`tests/common/soak.rs`) on the executor shared by four threads.
+#[test]
+fn soak_four_threads() {
+    on_four_threads(|rt| async move {
+        soak::run(rt, "smol, four threads").await;
     });
 }
 

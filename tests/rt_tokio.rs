@@ -5,6 +5,13 @@
 #[macro_use]
 #[path = "common/suite.rs"]
 mod suite;
+#[macro_use]
+#[path = "model/check.rs"]
+mod check;
+#[path = "model/breaker.rs"]
+mod breaker_model;
+#[path = "common/soak.rs"]
+mod soak;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -38,6 +45,24 @@ impl Runtime for TokioRt {
     fn yield_now(&self) -> impl Future<Output = ()> + Send {
         tokio::task::yield_now()
     }
+}
+
+impl soak::Rt for TokioRt {
+    type Clock = TokioClock;
+
+    fn clock(&self) -> TokioClock {
+        TokioClock::new()
+    }
+
+    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
+        suite::Runtime::spawn_task(self, task)
+    }
+}
+
+/// The soak (`tests/common/soak.rs`) on four worker threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn soak_multi_thread() {
+    soak::run(TokioRt, "tokio multi-thread").await;
 }
 
 mod current_thread {
