@@ -8,68 +8,28 @@
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
+#[path = "support/tracing_capture.rs"]
+mod tracing_capture;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_server::RedisServer;
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::Level;
+use tracing_capture::{capture, Captured};
 use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError};
 
 const HOLDERS: &str = "watertight:{payments}:holders";
-
-/// Records each event's level and `system` field; has no spans.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(Level, String, String)>>>);
-
-struct Fields(String, String);
-
-impl tracing::field::Visit for Fields {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "system" {
-            self.0 = value.to_owned();
-        }
-    }
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.1 = format!("{value:?}");
-        }
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut f = Fields(String::new(), String::new());
-        event.record(&mut f);
-        self.0
-            .lock()
-            .unwrap()
-            .push((*event.metadata().level(), f.0, f.1));
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
 
 #[test]
 fn grants_refusals_and_a_lost_lease_are_counted_and_logged() {
     let server = RedisServer::start();
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let prometheus = recorder.handle();
-    let sink = Capture::default();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    tracing::subscriber::with_default(sink.clone(), || {
+    let ((), events) = capture(|| {
         metrics::with_local_recorder(&recorder, || {
             rt.block_on(async {
                 let c = GlobalConfig::builder(1)
@@ -106,15 +66,19 @@ fn grants_refusals_and_a_lost_lease_are_counted_and_logged() {
         text.contains("global_bulkhead_lease_renewals_total"),
         "{text}"
     );
-    let events = sink.0.lock().unwrap().clone();
+    let from_payments = |e: &&Captured| e.field("system") == Some("payments");
     let lost: Vec<_> = events
         .iter()
-        .filter(|(level, system, msg)| {
-            *level == Level::WARN && system == "payments" && msg.contains("lease was lost")
+        .filter(from_payments)
+        .filter(|e| {
+            e.level == Level::WARN
+                && e.field("message")
+                    .is_some_and(|m| m.contains("lease was lost"))
         })
         .collect();
     assert_eq!(lost.len(), 1, "{events:?}");
     assert!(events
         .iter()
-        .any(|(level, system, _)| *level == Level::DEBUG && system == "payments"));
+        .filter(from_payments)
+        .any(|e| e.level == Level::DEBUG));
 }
