@@ -40,18 +40,6 @@ impl Runtime for AsyncStdRt {
 
 behaviour_suite!(async #[async_std::test] with AsyncStdRt);
 
-impl soak::Rt for AsyncStdRt {
-    type Clock = AsyncIoClock;
-
-    fn clock(&self) -> AsyncIoClock {
-        AsyncIoClock::new()
-    }
-
-    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
-        suite::Runtime::spawn_task(self, task)
-    }
-}
-
 /// The soak (`tests/common/soak.rs`) on async-std's global executor.
 #[async_std::test]
 async fn soak() {

@@ -102,18 +102,6 @@ where
 // test whatever the breaker recorded.
 behaviour_suite!(no_task_panics: run run);
 
-impl soak::Rt for EmbassyRt {
-    type Clock = EmbassyClock;
-
-    fn clock(&self) -> EmbassyClock {
-        EmbassyClock::new()
-    }
-
-    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
-        suite::Runtime::spawn_task(self, task)
-    }
-}
-
 /// The soak (`tests/common/soak.rs`) on embassy's executor: its planted
 /// panics are caught inside the tasks, so none reaches the executor.
 #[test]

@@ -72,18 +72,6 @@ where
     });
 }
 
-impl soak::Rt for SmolRt {
-    type Clock = AsyncIoClock;
-
-    fn clock(&self) -> AsyncIoClock {
-        AsyncIoClock::new()
-    }
-
-    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
-        suite::Runtime::spawn_task(self, task)
-    }
-}
-
 /// The soak (`tests/common/soak.rs`) on the executor shared by four threads.
 #[test]
 fn soak_four_threads() {

@@ -47,18 +47,6 @@ impl Runtime for TokioRt {
     }
 }
 
-impl soak::Rt for TokioRt {
-    type Clock = TokioClock;
-
-    fn clock(&self) -> TokioClock {
-        TokioClock::new()
-    }
-
-    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
-        suite::Runtime::spawn_task(self, task)
-    }
-}
-
 /// The soak (`tests/common/soak.rs`) on four worker threads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn soak_multi_thread() {

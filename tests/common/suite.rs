@@ -66,6 +66,21 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     fn yield_now(&self) -> impl Future<Output = ()> + Send;
 }
 
+/// Every runtime of the suite runs the soak (`tests/common/soak.rs`,
+/// which every binary including this file includes too) as it runs the
+/// suite.
+impl<R: Runtime> super::soak::Rt for R {
+    type Clock = R::Clock;
+
+    fn clock(&self) -> R::Clock {
+        Runtime::clock(self)
+    }
+
+    fn spawn_task(&self, task: BoxFuture) -> BoxFuture {
+        Runtime::spawn_task(self, task)
+    }
+}
+
 /// Spawns `fut` now and returns a future of its output, which fails the test
 /// if the task has not finished after [`STUCK`].
 pub fn spawn<R, T, F>(rt: &R, fut: F) -> impl Future<Output = T> + Send + 'static
