@@ -8,7 +8,7 @@
 //! | group | what |
 //! |---|---|
 //! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
-//! | `breaker/forms/sync` | ours only, one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
+//! | `breaker/forms/sync` | ours only, one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
 //! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `Instant::now`, `StdClock::now` and `CoarseClock::now` one clock read each, as references |
@@ -231,6 +231,14 @@ mod forms {
         let _ = black_box(got);
     }
 
+    /// `call` as async code writes it: awaited in an `async` block, that
+    /// block polled once.
+    #[inline]
+    pub(super) fn call_awaited(b: &Ours) {
+        let got = poll_once(async { black_box(b).call(std::future::ready(made())).await });
+        let _ = black_box(got);
+    }
+
     #[inline]
     pub(super) fn call_with(b: &Ours) {
         let got = poll_once(black_box(b).call_with(std::future::ready(made()), |r| {
@@ -256,6 +264,7 @@ fn forms_sync(c: &mut Criterion) {
         bn.iter(|| black_box(forms::question(&b)))
     });
     g.bench_function("call", |bn| bn.iter(|| forms::call(&b)));
+    g.bench_function("call-awaited", |bn| bn.iter(|| forms::call_awaited(&b)));
     g.bench_function("call_with", |bn| bn.iter(|| forms::call_with(&b)));
     g.bench_function("ref-poll-ready", |bn| bn.iter(forms::poll_ready));
     g.finish();

@@ -140,13 +140,14 @@ FORMS = [
     ("uncontended/try_acquire-forms", "bulkhead, `try_acquire` + drop (`benches/bulkhead.rs`)"),
     ("policy/forms", "policy, `call(ready).await` in a tokio current-thread loop (`benches/policy.rs`)"),
 ]
-FORM_ORDER = ["unwrap", "if-let", "match-err", "question-mark", "call", "call_with"]
+FORM_ORDER = ["unwrap", "if-let", "match-err", "question-mark", "call", "call-awaited", "call_with"]
 FORM_TITLE = {
     "unwrap": "`.unwrap()`",
     "if-let": "`if let Ok(..)`",
     "match-err": "`match`, the `Err` arm using the error",
     "question-mark": "`?` in a fn returning the error",
     "call": "`call(..)` (polled once)",
+    "call-awaited": "`call(..).await` in an `async` block (polled once)",
     "call_with": "`call_with(.., classifier)`",
     "ref-poll-ready": "the trivial call's future alone, polled once the same way (no breaker)",
 }

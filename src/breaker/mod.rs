@@ -2000,7 +2000,18 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> sealed::Guard
     fn finish(&self, raw: Raw, outcome: Outcome) {
         finish(self, raw, outcome)
     }
-    #[inline]
+    // Out of line and cold. A call future is dropped by the landing pads of
+    // every call that may unwind while it is alive (the inner future's
+    // poll, the clock, the breaker's slow paths): rustc calls its drop glue
+    // there through a `cold` call site, which LLVM inlines only if the glue
+    // is small. With the abandon inlined it was not, so the glue took the
+    // future's address: the future could not live in registers, and a ready
+    // `call` stored all its fields, re-read them after every opaque call,
+    // and tested its permit field on the way out (75 instructions against
+    // the `try_acquire` forms' 55; with this, 60). The glue is now a test of
+    // the permit field and this call.
+    #[cold]
+    #[inline(never)]
     fn abandon(&self, raw: Raw) {
         abandon(self, raw)
     }
@@ -2064,7 +2075,12 @@ where
 {
     type Output = Result<T, CallError<E>>;
 
-    #[inline]
+    // Always inlined: with `#[inline]`, LLVM kept it out of line as soon as
+    // one program polled the same `Call` type from two places, and a ready
+    // call then cost 99 instructions instead of 60 (the future passed by
+    // address, its output through memory). The slow paths are out of line,
+    // so what is inlined is the fast path.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         // The breaker, the classifier and the permit stay out of the future
