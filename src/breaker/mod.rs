@@ -2009,9 +2009,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> sealed::Guard
     // `call` stored all its fields, re-read them after every opaque call,
     // and tested its permit field on the way out (75 instructions against
     // the `try_acquire` forms' 55; with this, 60). The glue is now a test of
-    // the permit field and this call.
-    #[cold]
-    #[inline(never)]
+    // the permit field and this call. Where panics abort there are no
+    // landing pads, and it is inlined as before.
+    #[cfg_attr(panic = "unwind", cold, inline(never))]
+    #[cfg_attr(not(panic = "unwind"), inline)]
     fn abandon(&self, raw: Raw) {
         abandon(self, raw)
     }
@@ -2079,8 +2080,11 @@ where
     // one program polled the same `Call` type from two places, and a ready
     // call then cost 99 instructions instead of 60 (the future passed by
     // address, its output through memory). The slow paths are out of line,
-    // so what is inlined is the fast path.
-    #[inline(always)]
+    // so what is inlined is the fast path. Where panics abort (firmware),
+    // `#[inline]` as before: there the size counts, and without landing pads
+    // an out-of-line poll costs less.
+    #[cfg_attr(panic = "unwind", inline(always))]
+    #[cfg_attr(not(panic = "unwind"), inline)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         // The breaker, the classifier and the permit stay out of the future
