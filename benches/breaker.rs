@@ -11,7 +11,7 @@
 //! | `breaker/forms/sync` | ours only, one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
-//! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `Instant::now`, `StdClock::now` and `CoarseClock::now` one clock read each, as references |
+//! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `watertight-quanta` on a bench-local clock reading `quanta::Clock::recent()` (quanta's `Upkeep` at 1 ms, `CoarseClock`'s default resolution, running beside `CoarseClock`'s updater); `Instant::now`, `StdClock::now`, `quanta::Clock::now` (TSC, scaled), `CoarseClock::now`, `quanta::Clock::recent` and `quanta::Instant::recent` (the global form) one clock read each, as references |
 //! | `breaker/contended/2-threads` | 2 threads hammer one breaker with sync trivial calls, released together by a barrier; time per call per thread (the slower thread's wall time ÷ its calls) |
 //!
 //! Ours is `CircuitBreaker<StdClock, 64>` with `BreakerConfig::DEFAULT` (slow
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use futures_lite::future::block_on;
-use watertight::clock::{Clock, CoarseClock, StdClock};
+use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
 use watertight::{BreakerConfig, CallError, CircuitBreaker};
 
 /// Ours, as benched: the window's capacity `N` is 64 (the default window
@@ -271,6 +271,36 @@ fn forms_sync(c: &mut Criterion) {
     assert_eq!(b.metrics().failed_calls, 0);
 }
 
+/// The [`Clock`] a user would write on quanta's coarse time: the time
+/// `quanta::Upkeep` last stored (`quanta::Clock::recent()`, one load), as
+/// nanoseconds since the quanta time at construction, the way our std-based
+/// clocks count from their origin.
+struct QuantaRecent {
+    clock: quanta::Clock,
+    origin: quanta::Instant,
+}
+
+impl QuantaRecent {
+    fn new(clock: quanta::Clock) -> Self {
+        let origin = clock.now();
+        QuantaRecent { clock, origin }
+    }
+}
+
+impl Clock for QuantaRecent {
+    #[inline]
+    fn now(&self) -> WtInstant {
+        // Saturates at the origin (quanta's `recent` is 0 before an
+        // `Upkeep` runs), and at `u64::MAX` nanoseconds (584 years).
+        let d = self.clock.recent().saturating_duration_since(self.origin);
+        WtInstant::from_nanos(
+            d.as_secs()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(d.subsec_nanos())),
+        )
+    }
+}
+
 fn slow_timing(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker/slow-timing/sync");
     let b = ours_timed();
@@ -281,9 +311,25 @@ fn slow_timing(c: &mut Criterion) {
     g.bench_function("StdClock::now", |bn| {
         bn.iter(|| black_box(black_box(StdClock).now()))
     });
+    // quanta's calibration (TSC against the OS clock) runs here, untimed.
+    let quanta_clock = quanta::Clock::new();
+    g.bench_function("quanta::Clock::now", |bn| {
+        bn.iter(|| black_box(black_box(&quanta_clock).now()))
+    });
+    // Both updaters run, at 1 ms, for every row from here on.
     let coarse = CoarseClock::new();
+    let upkeep =
+        quanta::Upkeep::new_with_clock(CoarseClock::DEFAULT_RESOLUTION, quanta_clock.clone())
+            .start()
+            .expect("quanta's upkeep thread");
     g.bench_function("CoarseClock::now", |bn| {
         bn.iter(|| black_box(black_box(&coarse).now()))
+    });
+    g.bench_function("quanta::Clock::recent", |bn| {
+        bn.iter(|| black_box(black_box(&quanta_clock).recent()))
+    });
+    g.bench_function("quanta::Instant::recent", |bn| {
+        bn.iter(|| black_box(quanta::Instant::recent()))
     });
     let config = BreakerConfig::builder()
         .slow_call_duration(Duration::from_secs(1))
@@ -293,8 +339,14 @@ fn slow_timing(c: &mut Criterion) {
     g.bench_function("watertight-coarse", |bn| {
         bn.iter(|| black_box(&b).try_acquire().unwrap().success())
     });
+    let b: CircuitBreaker<QuantaRecent, 64> =
+        CircuitBreaker::new("bench", config, QuantaRecent::new(quanta_clock.clone()));
+    g.bench_function("watertight-quanta", |bn| {
+        bn.iter(|| black_box(&b).try_acquire().unwrap().success())
+    });
     sync_peers(&mut g);
     g.finish();
+    drop(upkeep);
 }
 
 // ---------------------------------------------------------------------------

@@ -18,7 +18,10 @@ benches have results there:
 - breaker: ns per closed-state call for watertight, recloser and failsafe
   (default policy; consecutive failures only), each peer's ratio to
   watertight, per case (sync, async, slow-call timing on, 2 threads); the
-  clock reads measured in the same run; the sizes;
+  clock reads measured in the same run (`Instant::now`, `StdClock::now`,
+  `CoarseClock::now`, and quanta's `Clock::now`, `Clock::recent`,
+  `Instant::recent` with its `Upkeep` at 1 ms) and ours timed on quanta's
+  recent time beside ours timed on `CoarseClock`; the sizes;
 - policy: ns per policy call with nothing failing for watertight and the
   peers' stack (tokio `Semaphore` + failsafe + `tokio::time::timeout`), the
   peers' ratio to watertight, with and without a request budget, and with
@@ -85,13 +88,19 @@ BREAKER_ROWS = [
     (
         "breaker/slow-timing/sync",
         "watertight-untimed",
-        "slow-timing group, ours untimed (slow calls off; the two rows below in the same run)",
+        "slow-timing group, ours untimed (slow calls off; the rows below in the same run)",
     ),
     (
         "breaker/slow-timing/sync",
         "watertight-coarse",
         "slow-call timing on (ours: `slow_call_duration(1 s)`, `CoarseClock`; recloser and "
         "failsafe's default time nothing, failsafe consecutive reads the clock once), sync",
+    ),
+    (
+        "breaker/slow-timing/sync",
+        "watertight-quanta",
+        "slow-call timing on (ours: `slow_call_duration(1 s)`, a bench-local clock on "
+        "`quanta::Clock::recent()`, quanta's `Upkeep` at 1 ms), sync",
     ),
     (
         "breaker/slow-timing/sync",
@@ -360,6 +369,18 @@ def breaker_tables(data: dict, root: Path) -> list:
             lines[-1] += (
                 f" `CoarseClock::now()` {ns(coarse)}; ours timed on it {ns(coarse_timed)}"
                 f" ({coarse_timed / untimed:.2f}× untimed)."
+            )
+        q_now, q_recent = slow.get("quanta::Clock::now"), slow.get("quanta::Clock::recent")
+        q_global, q_timed = slow.get("quanta::Instant::recent"), slow.get("watertight-quanta")
+        if q_now is not None and q_recent is not None and q_timed is not None:
+            lines[-1] += (
+                f" quanta, `Upkeep` at 1 ms: `Clock::now()` {ns(q_now)}"
+                f" ({ratio(q_now, slow.get('Instant::now'))} `Instant::now()`),"
+                f" `Clock::recent()` {ns(q_recent)} ({ratio(q_recent, coarse)} `CoarseClock::now()`)"
+                + (f", `Instant::recent()` {ns(q_global)}" if q_global is not None else "")
+                + f"; ours timed on `Clock::recent()` {ns(q_timed)}"
+                f" ({ratio(q_timed, coarse_timed)} timed on `CoarseClock`,"
+                f" {q_timed / untimed:.2f}× untimed)."
             )
 
     path = root / "breaker-sizes.json"

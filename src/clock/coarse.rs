@@ -102,10 +102,29 @@ impl core::error::Error for CoarseClockError {}
 /// `with_resolution` of another value fails with
 /// [`CoarseClockError::OtherResolution`] (and `new` shares whatever runs).
 ///
-/// It is a plain thread and an atomic rather than `quanta`'s `Upkeep`
-/// (`Clock::recent`, TSC-based), which was not measured against it: no
-/// calibration at start, no dependency, and it works wherever `std` does;
-/// the read is one load either way (0.46 ns in `benches/breaker.rs`).
+/// It is a plain thread and an atomic rather than `quanta`'s `Upkeep` and
+/// `Clock::recent` (the same design on a TSC-based time), picked by
+/// measurement. Three runs of `cargo bench --bench breaker -- slow-timing
+/// --warm-up-time 1 --measurement-time 2` on a 2-core x86_64 VM put
+/// quanta's `Clock::recent()` at 2.4–3.1× `CoarseClock::now()` (an
+/// out-of-line call that checks for quanta's mock clock before its load;
+/// `quanta::Instant::recent()` 1.8–2.2×), and the breaker timed on a clock
+/// reading it at 1.09–1.41× the same breaker on this one. Starting, in a
+/// fresh process, took a median 0.13 ms from `new` to the first fresh
+/// reading, against 0.76 ms for `quanta::Clock::new` (its TSC calibration,
+/// 0.65 ms) and `Upkeep::start`; the last drop joined in a median 0.04 ms,
+/// quanta's handle in 0.48 ms (its thread sleeps out the interval). The
+/// guarantees decide it. quanta's time is the TSC scaled by that
+/// calibration, and drifted from `CLOCK_MONOTONIC` (what `StdClock` reads
+/// on Linux) by 18–26 ppm on that VM: its recent time read 0.5 ms
+/// *ahead* of a fresh `CLOCK_MONOTONIC` read after 20 s, so it can neither
+/// share `StdClock`'s origin nor promise never to be ahead. Its
+/// `Clock::now()` went back by up to 6 µs across threads there. Its
+/// `Clock::recent()` is 0 until an `Upkeep` runs, freezes for good when the
+/// one `Handle` is dropped, and `quanta::set_recent` lets any code in the
+/// process move it. And it would add four crates (crossbeam-utils,
+/// once_cell, raw-cpuid, bitflags). This clock needs no calibration and no
+/// dependency, and works wherever `std` does.
 ///
 /// # Guarantees
 ///
