@@ -115,6 +115,8 @@ impl Clock for ManualClock {
     fn now(&self) -> Instant {
         Instant::from_nanos(self.nanos.load(Ordering::Acquire))
     }
+    /// One load.
+    const CHEAP_NOW: bool = true;
 }
 
 #[cfg(feature = "alloc")]

@@ -283,6 +283,25 @@ pub trait Clock {
     /// assert_eq!(clock.now(), Instant::ZERO + Duration::from_secs(2));
     /// ```
     fn now(&self) -> Instant;
+
+    /// Whether [`now`](Clock::now) costs about one memory load, as
+    /// [`CoarseClock`](crate::clock::CoarseClock)'s and [`ManualClock`]'s
+    /// do. A breaker inlines its clock reads (slow-call timing) for a clock
+    /// that says so, and calls the others' out of line: on a microcontroller
+    /// an inlined read costs flash at every call site, and on a server a
+    /// read of tens of nanoseconds gains nothing from it, while the code
+    /// around it loses registers. Defaults to `false`. It changes speed and
+    /// code size only, never what is read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::{Clock, ManualClock, StdClock};
+    ///
+    /// assert!(ManualClock::CHEAP_NOW);
+    /// assert!(!StdClock::CHEAP_NOW);
+    /// ```
+    const CHEAP_NOW: bool = false;
 }
 
 /// A [`Clock`] that can also wake a task at an instant.
@@ -375,6 +394,7 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Instant {
         (**self).now()
     }
+    const CHEAP_NOW: bool = C::CHEAP_NOW;
 }
 
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
@@ -383,4 +403,5 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     fn now(&self) -> Instant {
         (**self).now()
     }
+    const CHEAP_NOW: bool = C::CHEAP_NOW;
 }
