@@ -252,6 +252,59 @@ mod forms {
     }
 }
 
+/// Instruction counts, for `scripts/forms_instructions.py`: with
+/// `WT_COUNT_FORM` set, the binary makes that form's call (or, for `none`,
+/// nothing) `WT_COUNT_CALLS` times through a function pointer, after 1000
+/// calls that fill the window, and exits; run under callgrind, the count
+/// of a form minus that of `none`, over the calls, is the form's
+/// instructions per call. Time on this machine moves by a tenth between
+/// runs; the count does not. Besides the forms: `untimed` and `coarse`,
+/// the slow-timing group's untimed call and the same call timed on
+/// `CoarseClock`.
+fn count_instructions(form: &str) {
+    fn nothing(_: &Ours) {}
+    fn question(b: &Ours) {
+        let _ = black_box(forms::question(b));
+    }
+    fn ready(_: &Ours) {
+        forms::poll_ready();
+    }
+    let calls: u64 = std::env::var("WT_COUNT_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
+    if form == "coarse" {
+        let config = BreakerConfig::builder()
+            .slow_call_duration(Duration::from_secs(1))
+            .build()
+            .expect("slow-call config");
+        let b: CircuitBreaker<CoarseClock, 64> =
+            CircuitBreaker::new("bench", config, CoarseClock::new());
+        let f: fn(&CircuitBreaker<CoarseClock, 64>) = |b| {
+            black_box(b).try_acquire().unwrap().success();
+        };
+        let f = black_box(f);
+        (0..1000 + calls).for_each(|_| f(&b));
+        return;
+    }
+    let f: fn(&Ours) = match form {
+        "none" => nothing,
+        "unwrap" => forms::unwrap,
+        "if-let" => forms::if_let,
+        "match-err" => forms::match_err,
+        "question-mark" => question,
+        "call" => forms::call,
+        "call-awaited" => forms::call_awaited,
+        "call_with" => forms::call_with,
+        "ref-poll-ready" => ready,
+        "untimed" => ours_once,
+        _ => panic!("WT_COUNT_FORM: no form {form:?}"),
+    };
+    let f = black_box(f);
+    let b = ours();
+    (0..1000 + calls).for_each(|_| f(&b));
+}
+
 /// One closed-state call written each way a caller writes it: every form
 /// should cost the same.
 fn forms_sync(c: &mut Criterion) {
@@ -556,6 +609,10 @@ fn criterion_dir() -> std::path::PathBuf {
 // ---------------------------------------------------------------------------
 
 fn main() {
+    if let Ok(form) = std::env::var("WT_COUNT_FORM") {
+        count_instructions(&form);
+        return;
+    }
     // `cargo bench` passes `--bench`; `cargo test --benches` does not (then
     // criterion runs each benchmark once, and nothing is saved).
     let mut bench = false;

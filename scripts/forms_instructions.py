@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Instructions per call of each way of writing a closed breaker call.
+
+Builds `benches/breaker.rs` (`cargo bench --bench breaker --no-run`) and runs
+its binary under valgrind's callgrind once per form, with `WT_COUNT_FORM`
+naming the form (see `count_instructions` there). Each form's count minus
+the count of `none` (the same loop calling an empty function), over the
+calls, is its instructions per call: the same every run, whatever else the
+machine is doing, where the forms' criterion times (2-5 ns) move by a tenth
+from run to run here. Prints two Markdown tables: the forms with their
+ratio to the fewest, and slow-call timing on `CoarseClock` against the
+untimed call.
+
+    python3 scripts/forms_instructions.py [--calls N]
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+FORMS = [
+    ("unwrap", "`.unwrap()`"),
+    ("if-let", "`if let Ok(..)`"),
+    ("match-err", "`match`, the `Err` arm using the error"),
+    ("question-mark", "`?` in a fn returning the error"),
+    ("call", "`call(..)` (polled once)"),
+    ("call-awaited", "`call(..).await` in an `async` block (polled once)"),
+    ("call_with", "`call_with(.., classifier)`"),
+]
+REFERENCE = ("ref-poll-ready", "the trivial call's future alone, polled once the same way (no breaker)")
+TIMING = [("untimed", "closed call, slow-call timing off (`StdClock`)"),
+          ("coarse", "the same, `slow_call_duration(1 s)` on `CoarseClock`")]
+
+
+def bench_binary(root: Path) -> str:
+    out = subprocess.run(
+        ["cargo", "bench", "--bench", "breaker", "--no-run", "--message-format=json"],
+        cwd=root, check=True, capture_output=True, text=True).stdout
+    found = re.findall(r'"executable":"([^"]*/breaker-[0-9a-f]+)"', out)
+    if not found:
+        sys.exit("forms_instructions: cargo built no breaker bench binary")
+    return found[-1]
+
+
+def count(binary: str, form: str, calls: int) -> int:
+    env = dict(os.environ, WT_COUNT_FORM=form, WT_COUNT_CALLS=str(calls))
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary],
+        env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"forms_instructions: {form}: exit {run.returncode}\n{run.stderr[-2000:]}")
+    m = re.search(r"Collected : (\d+)", run.stderr)
+    if not m:
+        sys.exit(f"forms_instructions: {form}: no callgrind total\n{run.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("forms_instructions: needs valgrind (apt-get install valgrind)")
+    root = Path(__file__).resolve().parent.parent
+    binary = bench_binary(root)
+    base = count(binary, "none", args.calls)
+
+    def per_call(form: str) -> float:
+        return (count(binary, form, args.calls) - base) / args.calls
+
+    forms = {f: per_call(f) for f, _ in FORMS}
+    fewest = min(forms.values())
+    print(f"Instructions per call (valgrind callgrind, {args.calls:,} calls, net of the "
+          "empty loop): breaker, one closed-state call written each way "
+          "(`python3 scripts/forms_instructions.py`).")
+    print()
+    print("| form | instructions | ÷ fewest |")
+    print("|---|---|---|")
+    for f, title in FORMS:
+        print(f"| {title} | {forms[f]:.0f} | {forms[f] / fewest:.2f}× |")
+    ref = per_call(REFERENCE[0])
+    print(f"| reference: {REFERENCE[1]} | {ref:.0f} | – |")
+    print()
+    timing = {f: per_call(f) for f, _ in TIMING}
+    print("| call | instructions | ÷ untimed |")
+    print("|---|---|---|")
+    for f, title in TIMING:
+        print(f"| {title} | {timing[f]:.0f} | {timing[f] / timing['untimed']:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
