@@ -8,7 +8,7 @@
 //! | group | what |
 //! |---|---|
 //! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
-//! | `breaker/forms/sync` | ours only, one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
+//! | `breaker/forms/sync` | ours only (also timed in interleaved rounds with `WT_FORMS_ROUNDS=41`, and counted in instructions by `scripts/forms_instructions.py`), one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
 //! | `breaker/slow-timing/sync` | as `closed/sync`, ours with `slow_call_duration(1 s)` on `StdClock` (two clock reads per call); `watertight-untimed` is ours without, `watertight-coarse` the same timed breaker on `CoarseClock` (two relaxed loads per call), `watertight-quanta` on a bench-local clock reading `quanta::Clock::recent()` (quanta's `Upkeep` at 1 ms, `CoarseClock`'s default resolution, running beside `CoarseClock`'s updater); `Instant::now`, `StdClock::now`, `quanta::Clock::now` (TSC, scaled), `CoarseClock::now`, `quanta::Clock::recent` and `quanta::Instant::recent` (the global form) one clock read each, as references |
@@ -154,6 +154,13 @@ fn closed_sync(c: &mut Criterion) {
 /// Each makes the trivial call, its result behind `black_box`, and records
 /// the outcome its result gives; the breaker is behind `black_box` too, so no
 /// form can prove the call is never refused: every `Err` arm is live code.
+///
+/// Each form is a function of its own (`#[inline(never)]`), compiled once
+/// whichever loop calls it (criterion's, the rounds', the instruction
+/// count's), with what it calls inlined into it: left to `#[inline]`, a
+/// form used from three loops was kept out of line and its `poll_once`
+/// too, which then took the future by address (`call` 1.65× the fastest
+/// instead of the same).
 mod forms {
     use super::*;
     use std::pin::pin;
@@ -163,13 +170,13 @@ mod forms {
     use watertight::Rejection;
 
     /// The trivial call, opaque to the optimiser.
-    #[inline]
+    #[inline(always)]
     fn made() -> Result<(), ()> {
         black_box(trivial())
     }
 
     /// Records what the call's result says.
-    #[inline]
+    #[inline(always)]
     fn record(p: CallPermit<'_, StdClock, 64>, r: Result<(), ()>) {
         match r {
             Ok(()) => p.success(),
@@ -177,13 +184,13 @@ mod forms {
         }
     }
 
-    #[inline]
+    #[inline(never)]
     pub(super) fn unwrap(b: &Ours) {
         let p = black_box(b).try_acquire().unwrap();
         record(p, made());
     }
 
-    #[inline]
+    #[inline(never)]
     pub(super) fn if_let(b: &Ours) {
         if let Ok(p) = black_box(b).try_acquire() {
             record(p, made());
@@ -191,7 +198,7 @@ mod forms {
     }
 
     /// A `match` whose `Err` arm uses the rejection (its retry hint).
-    #[inline]
+    #[inline(never)]
     pub(super) fn match_err(b: &Ours) {
         match black_box(b).try_acquire() {
             Ok(p) => record(p, made()),
@@ -202,7 +209,7 @@ mod forms {
     }
 
     /// `?` in a function returning the rejection.
-    #[inline]
+    #[inline(never)]
     pub(super) fn question(b: &Ours) -> Result<(), Rejection> {
         let p = black_box(b).try_acquire()?;
         record(p, made());
@@ -211,7 +218,7 @@ mod forms {
 
     /// Polls a future once with a no-op waker: the wrapped forms, without an
     /// executor's cost (the call is ready at once).
-    #[inline]
+    #[inline(always)]
     fn poll_once<F: std::future::Future>(f: F) -> Poll<F::Output> {
         let f = pin!(f);
         f.poll(&mut Context::from_waker(Waker::noop()))
@@ -219,13 +226,13 @@ mod forms {
 
     /// The wrapped forms' own share, for reading them: the trivial call's
     /// future polled once the same way, with no breaker.
-    #[inline]
+    #[inline(never)]
     pub(super) fn poll_ready() {
         let got = poll_once(std::future::ready(made()));
         let _ = black_box(got);
     }
 
-    #[inline]
+    #[inline(never)]
     pub(super) fn call(b: &Ours) {
         let got = poll_once(black_box(b).call(std::future::ready(made())));
         let _ = black_box(got);
@@ -233,13 +240,13 @@ mod forms {
 
     /// `call` as async code writes it: awaited in an `async` block, that
     /// block polled once.
-    #[inline]
+    #[inline(never)]
     pub(super) fn call_awaited(b: &Ours) {
         let got = poll_once(async { black_box(b).call(std::future::ready(made())).await });
         let _ = black_box(got);
     }
 
-    #[inline]
+    #[inline(never)]
     pub(super) fn call_with(b: &Ours) {
         let got = poll_once(black_box(b).call_with(std::future::ready(made()), |r| {
             if r.is_ok() {
@@ -303,6 +310,84 @@ fn count_instructions(form: &str) {
     let f = black_box(f);
     let b = ours();
     (0..1000 + calls).for_each(|_| f(&b));
+}
+
+/// The forms timed in rounds (`WT_FORMS_ROUNDS=R`): each round times every
+/// form over the same number of calls (each form a function of its own, as
+/// criterion's loop calls it), starting at a different form each round; a
+/// form's figure is its median over the rounds. Criterion times one form
+/// after another, so this machine's drift (a tenth between runs of a few
+/// seconds) lands on whichever form it falls on; here every form sees it.
+fn forms_in_rounds(rounds: usize) {
+    fn timed(calls: u64, f: impl Fn()) -> f64 {
+        let start = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        start.elapsed().as_nanos() as f64 / calls as f64
+    }
+    let b = ours();
+    (0..1000).for_each(|_| ours_once(&b));
+    let calls = 200_000;
+    type Form<'a> = (&'static str, Box<dyn Fn() -> f64 + 'a>);
+    let forms: Vec<Form<'_>> = vec![
+        ("unwrap", Box::new(|| timed(calls, || forms::unwrap(&b)))),
+        ("if-let", Box::new(|| timed(calls, || forms::if_let(&b)))),
+        (
+            "match-err",
+            Box::new(|| timed(calls, || forms::match_err(&b))),
+        ),
+        (
+            "question-mark",
+            Box::new(|| {
+                timed(calls, || {
+                    let _ = black_box(forms::question(&b));
+                })
+            }),
+        ),
+        ("call", Box::new(|| timed(calls, || forms::call(&b)))),
+        (
+            "call-awaited",
+            Box::new(|| timed(calls, || forms::call_awaited(&b))),
+        ),
+        (
+            "call_with",
+            Box::new(|| timed(calls, || forms::call_with(&b))),
+        ),
+        (
+            "ref-poll-ready",
+            Box::new(|| timed(calls, forms::poll_ready)),
+        ),
+    ];
+    let mut seen = vec![Vec::with_capacity(rounds); forms.len()];
+    for round in 0..rounds {
+        for k in 0..forms.len() {
+            let i = (round + k) % forms.len();
+            seen[i].push((forms[i].1)());
+        }
+    }
+    let medians: Vec<f64> = seen
+        .iter_mut()
+        .map(|v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect();
+    let fastest = medians[..forms.len() - 1]
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    println!("| form | ns, median of {rounds} rounds of {calls} calls | ÷ fastest |");
+    println!("|---|---|---|");
+    for ((name, _), m) in forms.iter().zip(&medians) {
+        let ratio = if name.starts_with("ref-") {
+            "–".to_string()
+        } else {
+            format!("{:.2}×", m / fastest)
+        };
+        println!("| `{name}` | {m:.2} ns | {ratio} |");
+    }
+    assert_eq!(b.metrics().failed_calls, 0);
 }
 
 /// One closed-state call written each way a caller writes it: every form
@@ -611,6 +696,13 @@ fn criterion_dir() -> std::path::PathBuf {
 fn main() {
     if let Ok(form) = std::env::var("WT_COUNT_FORM") {
         count_instructions(&form);
+        return;
+    }
+    if let Some(rounds) = std::env::var("WT_FORMS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        forms_in_rounds(rounds);
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` does not (then
