@@ -109,7 +109,8 @@ impl core::error::Error for CoarseClockError {}
 /// quanta's `Clock::recent()` at 2.4–3.1× `CoarseClock::now()` (an
 /// out-of-line call that checks for quanta's mock clock before its load;
 /// `quanta::Instant::recent()` 1.8–2.2×), and the breaker timed on a clock
-/// reading it at 1.09–1.41× the same breaker on this one. Starting, in a
+/// reading it at 1.09–1.41× the same breaker on this one (1.74× in a later
+/// full run, both reads inlined by the breaker: [`Clock::CHEAP_NOW`]). Starting, in a
 /// fresh process, took a median 0.13 ms from `new` to the first fresh
 /// reading, against 0.76 ms for `quanta::Clock::new` (its TSC calibration,
 /// 0.65 ms) and `Upkeep::start`; the last drop joined in a median 0.04 ms,
