@@ -285,9 +285,9 @@ pub trait Clock {
     fn now(&self) -> Instant;
 
     /// Whether [`now`](Clock::now) costs about one memory load, as
-    /// [`CoarseClock`](crate::clock::CoarseClock)'s and [`ManualClock`]'s
-    /// do. A breaker inlines its clock reads (slow-call timing) for a clock
-    /// that says so, and calls the others' out of line: on a microcontroller
+    /// [`CoarseClock`]'s and [`ManualClock`]'s do. A breaker inlines its
+    /// clock reads (slow-call timing) for a clock that says so, and calls
+    /// the others' out of line: on a microcontroller
     /// an inlined read costs flash at every call site, and on a server a
     /// read of tens of nanoseconds gains nothing from it, while the code
     /// around it loses registers. Defaults to `false`. It changes speed and
@@ -296,10 +296,14 @@ pub trait Clock {
     /// # Examples
     ///
     /// ```
-    /// use watertight::clock::{Clock, ManualClock, StdClock};
+    /// use std::sync::Arc;
+    /// use watertight::clock::{Clock, CoarseClock, ManualClock, StdClock};
     ///
-    /// assert!(ManualClock::CHEAP_NOW);
+    /// assert!(ManualClock::CHEAP_NOW && CoarseClock::CHEAP_NOW);
     /// assert!(!StdClock::CHEAP_NOW);
+    /// // References and `Arc`s say what the clock they reach says.
+    /// assert!(<&CoarseClock>::CHEAP_NOW && <Arc<ManualClock>>::CHEAP_NOW);
+    /// assert!(!<&StdClock>::CHEAP_NOW);
     /// ```
     const CHEAP_NOW: bool = false;
 }
