@@ -53,12 +53,16 @@ fn ours() -> Ours {
     CircuitBreaker::new("bench", BreakerConfig::DEFAULT, StdClock)
 }
 
-fn ours_timed() -> Ours {
-    let config = BreakerConfig::builder()
+/// The slow-timing group's config: calls over 1 s are slow.
+fn timed_config() -> BreakerConfig {
+    BreakerConfig::builder()
         .slow_call_duration(Duration::from_secs(1))
         .build()
-        .expect("slow-call config");
-    CircuitBreaker::new("bench", config, StdClock)
+        .expect("slow-call config")
+}
+
+fn ours_timed() -> Ours {
+    CircuitBreaker::new("bench", timed_config(), StdClock)
 }
 
 type FailsafeDefault = failsafe::StateMachine<
@@ -156,8 +160,9 @@ fn closed_sync(c: &mut Criterion) {
 /// form can prove the call is never refused: every `Err` arm is live code.
 ///
 /// Each form is a function of its own (`#[inline(never)]`), compiled once
-/// whichever loop calls it (criterion's, the rounds', the instruction
-/// count's), with what it calls inlined into it: left to `#[inline]`, a
+/// and called through its pointer in [`forms::ALL`] by every loop that runs
+/// it (criterion's, the rounds', the instruction count's), with what it
+/// calls inlined into it: left to `#[inline]`, a
 /// form used from three loops was kept out of line and its `poll_once`
 /// too, which then took the future by address (`call` 1.65× the fastest
 /// instead of the same).
@@ -209,11 +214,18 @@ mod forms {
     }
 
     /// `?` in a function returning the rejection.
-    #[inline(never)]
-    pub(super) fn question(b: &Ours) -> Result<(), Rejection> {
+    #[inline(always)]
+    fn fallible(b: &Ours) -> Result<(), Rejection> {
         let p = black_box(b).try_acquire()?;
         record(p, made());
         Ok(())
+    }
+
+    /// The `?` form: its function inlined into the caller, which takes the
+    /// result.
+    #[inline(never)]
+    pub(super) fn question(b: &Ours) {
+        let _ = black_box(fallible(b));
     }
 
     /// Polls a future once with a no-op waker: the wrapped forms, without an
@@ -227,7 +239,7 @@ mod forms {
     /// The wrapped forms' own share, for reading them: the trivial call's
     /// future polled once the same way, with no breaker.
     #[inline(never)]
-    pub(super) fn poll_ready() {
+    pub(super) fn poll_ready(_: &Ours) {
         let got = poll_once(std::future::ready(made()));
         let _ = black_box(got);
     }
@@ -245,6 +257,22 @@ mod forms {
         let got = poll_once(async { black_box(b).call(std::future::ready(made())).await });
         let _ = black_box(got);
     }
+
+    /// A form: its row name, and the function making its call.
+    pub(super) type Form = (&'static str, fn(&Ours));
+
+    /// Every form, for each loop that runs them; the `ref-` row is a
+    /// reference, not a form.
+    pub(super) const ALL: [Form; 8] = [
+        ("unwrap", unwrap),
+        ("if-let", if_let),
+        ("match-err", match_err),
+        ("question-mark", question),
+        ("call", call),
+        ("call-awaited", call_awaited),
+        ("call_with", call_with),
+        ("ref-poll-ready", poll_ready),
+    ];
 
     #[inline(never)]
     pub(super) fn call_with(b: &Ours) {
@@ -270,23 +298,13 @@ mod forms {
 /// `CoarseClock`.
 fn count_instructions(form: &str) {
     fn nothing(_: &Ours) {}
-    fn question(b: &Ours) {
-        let _ = black_box(forms::question(b));
-    }
-    fn ready(_: &Ours) {
-        forms::poll_ready();
-    }
     let calls: u64 = std::env::var("WT_COUNT_CALLS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
     if form == "coarse" {
-        let config = BreakerConfig::builder()
-            .slow_call_duration(Duration::from_secs(1))
-            .build()
-            .expect("slow-call config");
         let b: CircuitBreaker<CoarseClock, 64> =
-            CircuitBreaker::new("bench", config, CoarseClock::new());
+            CircuitBreaker::new("bench", timed_config(), CoarseClock::new());
         let f: fn(&CircuitBreaker<CoarseClock, 64>) = |b| {
             black_box(b).try_acquire().unwrap().success();
         };
@@ -296,16 +314,11 @@ fn count_instructions(form: &str) {
     }
     let f: fn(&Ours) = match form {
         "none" => nothing,
-        "unwrap" => forms::unwrap,
-        "if-let" => forms::if_let,
-        "match-err" => forms::match_err,
-        "question-mark" => question,
-        "call" => forms::call,
-        "call-awaited" => forms::call_awaited,
-        "call_with" => forms::call_with,
-        "ref-poll-ready" => ready,
         "untimed" => ours_once,
-        _ => panic!("WT_COUNT_FORM: no form {form:?}"),
+        _ => match forms::ALL.iter().find(|(name, _)| *name == form) {
+            Some(&(_, f)) => f,
+            None => panic!("WT_COUNT_FORM: no form {form:?}"),
+        },
     };
     let f = black_box(f);
     let b = ours();
@@ -329,41 +342,13 @@ fn forms_in_rounds(rounds: usize) {
     let b = ours();
     (0..1000).for_each(|_| ours_once(&b));
     let calls = 200_000;
-    type Form<'a> = (&'static str, Box<dyn Fn() -> f64 + 'a>);
-    let forms: Vec<Form<'_>> = vec![
-        ("unwrap", Box::new(|| timed(calls, || forms::unwrap(&b)))),
-        ("if-let", Box::new(|| timed(calls, || forms::if_let(&b)))),
-        (
-            "match-err",
-            Box::new(|| timed(calls, || forms::match_err(&b))),
-        ),
-        (
-            "question-mark",
-            Box::new(|| {
-                timed(calls, || {
-                    let _ = black_box(forms::question(&b));
-                })
-            }),
-        ),
-        ("call", Box::new(|| timed(calls, || forms::call(&b)))),
-        (
-            "call-awaited",
-            Box::new(|| timed(calls, || forms::call_awaited(&b))),
-        ),
-        (
-            "call_with",
-            Box::new(|| timed(calls, || forms::call_with(&b))),
-        ),
-        (
-            "ref-poll-ready",
-            Box::new(|| timed(calls, forms::poll_ready)),
-        ),
-    ];
+    let forms = forms::ALL;
     let mut seen = vec![Vec::with_capacity(rounds); forms.len()];
     for round in 0..rounds {
         for k in 0..forms.len() {
             let i = (round + k) % forms.len();
-            seen[i].push((forms[i].1)());
+            let f = forms[i].1;
+            seen[i].push(timed(calls, || f(&b)));
         }
     }
     let medians: Vec<f64> = seen
@@ -373,17 +358,20 @@ fn forms_in_rounds(rounds: usize) {
             v[v.len() / 2]
         })
         .collect();
-    let fastest = medians[..forms.len() - 1]
+    let is_form = |name: &str| !name.starts_with("ref-");
+    let fastest = forms
         .iter()
-        .copied()
+        .zip(&medians)
+        .filter(|((name, _), _)| is_form(name))
+        .map(|(_, &m)| m)
         .fold(f64::INFINITY, f64::min);
     println!("| form | ns, median of {rounds} rounds of {calls} calls | ÷ fastest |");
     println!("|---|---|---|");
     for ((name, _), m) in forms.iter().zip(&medians) {
-        let ratio = if name.starts_with("ref-") {
-            "–".to_string()
-        } else {
+        let ratio = if is_form(name) {
             format!("{:.2}×", m / fastest)
+        } else {
+            "–".to_string()
         };
         println!("| `{name}` | {m:.2} ns | {ratio} |");
     }
@@ -395,16 +383,9 @@ fn forms_in_rounds(rounds: usize) {
 fn forms_sync(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker/forms/sync");
     let b = ours();
-    g.bench_function("unwrap", |bn| bn.iter(|| forms::unwrap(&b)));
-    g.bench_function("if-let", |bn| bn.iter(|| forms::if_let(&b)));
-    g.bench_function("match-err", |bn| bn.iter(|| forms::match_err(&b)));
-    g.bench_function("question-mark", |bn| {
-        bn.iter(|| black_box(forms::question(&b)))
-    });
-    g.bench_function("call", |bn| bn.iter(|| forms::call(&b)));
-    g.bench_function("call-awaited", |bn| bn.iter(|| forms::call_awaited(&b)));
-    g.bench_function("call_with", |bn| bn.iter(|| forms::call_with(&b)));
-    g.bench_function("ref-poll-ready", |bn| bn.iter(forms::poll_ready));
+    for (name, f) in forms::ALL {
+        g.bench_function(name, |bn| bn.iter(|| f(&b)));
+    }
     g.finish();
     assert_eq!(b.metrics().failed_calls, 0);
 }
@@ -471,10 +452,7 @@ fn slow_timing(c: &mut Criterion) {
     g.bench_function("quanta::Instant::recent", |bn| {
         bn.iter(|| black_box(quanta::Instant::recent()))
     });
-    let config = BreakerConfig::builder()
-        .slow_call_duration(Duration::from_secs(1))
-        .build()
-        .expect("slow-call config");
+    let config = timed_config();
     let b: CircuitBreaker<CoarseClock, 64> = CircuitBreaker::new("bench", config, coarse.clone());
     g.bench_function("watertight-coarse", |bn| {
         bn.iter(|| black_box(&b).try_acquire().unwrap().success())

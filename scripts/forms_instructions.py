@@ -22,16 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-FORMS = [
-    ("unwrap", "`.unwrap()`"),
-    ("if-let", "`if let Ok(..)`"),
-    ("match-err", "`match`, the `Err` arm using the error"),
-    ("question-mark", "`?` in a fn returning the error"),
-    ("call", "`call(..)` (polled once)"),
-    ("call-awaited", "`call(..).await` in an `async` block (polled once)"),
-    ("call_with", "`call_with(.., classifier)`"),
-]
-REFERENCE = ("ref-poll-ready", "the trivial call's future alone, polled once the same way (no breaker)")
+# The forms' names and titles, as the criterion tables have them.
+from bench_table import FORM_ORDER, FORM_TITLE
+
+REFERENCE = "ref-poll-ready"
 TIMING = [("untimed", "closed call, slow-call timing off (`StdClock`)"),
           ("coarse", "the same, `slow_call_duration(1 s)` on `CoarseClock`")]
 
@@ -72,7 +66,7 @@ def main() -> None:
     def per_call(form: str) -> float:
         return (count(binary, form, args.calls) - base) / args.calls
 
-    forms = {f: per_call(f) for f, _ in FORMS}
+    forms = {f: per_call(f) for f in FORM_ORDER}
     fewest = min(forms.values())
     print(f"Instructions per call (valgrind callgrind, {args.calls:,} calls, net of the "
           "empty loop): breaker, one closed-state call written each way "
@@ -80,10 +74,10 @@ def main() -> None:
     print()
     print("| form | instructions | ÷ fewest |")
     print("|---|---|---|")
-    for f, title in FORMS:
-        print(f"| {title} | {forms[f]:.0f} | {forms[f] / fewest:.2f}× |")
-    ref = per_call(REFERENCE[0])
-    print(f"| reference: {REFERENCE[1]} | {ref:.0f} | – |")
+    for f in FORM_ORDER:
+        print(f"| {FORM_TITLE[f]} | {forms[f]:.0f} | {forms[f] / fewest:.2f}× |")
+    ref = per_call(REFERENCE)
+    print(f"| reference: {FORM_TITLE[REFERENCE]} | {ref:.0f} | – |")
     print()
     timing = {f: per_call(f) for f, _ in TIMING}
     print("| call | instructions | ÷ untimed |")
