@@ -10,7 +10,8 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{BulkheadError, ErrorIsFailure};
+use super::bulkhead::BulkheadError;
+use super::classify::ErrorIsFailure;
 use crate::clock::Clock;
 use crate::limit::{AdaptiveBulkhead, LimitAlgorithm, OwnedAdaptivePermit, Signal};
 
@@ -309,7 +310,7 @@ pin_project! {
         #[pin]
         fut: Option<F>,
         permit: Option<OwnedAdaptivePermit<C, A>>,
-        refused: Option<crate::AcquireError>,
+        refused: Option<crate::bulkhead::AcquireError>,
         classify: K,
     }
 }

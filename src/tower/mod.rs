@@ -1,0 +1,77 @@
+//! tower `Layer`s and `Service`s (feature `tower`).
+//!
+//! Inbound load shedding — a limit on the requests in flight, a short wait
+//! for a slot, and a quick 503 with `Retry-After` when none came free, which
+//! serves everyone better than slow answers to all: the refused clients
+//! retry later or degrade, the admitted ones are answered in time — and the
+//! breaker and the whole [`Policy`] around any tower service:
+//!
+//! | layer | service | refusal |
+//! |---|---|---|
+//! | [`BulkheadLayer`] | [`BulkheadService`] | [`BulkheadError::Rejected`] with the [`AcquireError`] |
+//! | [`BreakerLayer`] | [`BreakerService`] | [`BreakerError::Rejected`] with the [`Rejection`] |
+//! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
+//! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
+//! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
+//!
+//! None of them takes a permit in `poll_ready`: readiness is the inner
+//! service's. A permit is taken per call and travels with the response
+//! future; it is given back when that future completes or is dropped.
+//!
+//! The response futures are named types, [`BulkheadFuture`],
+//! [`BreakerFuture`], [`PolicyFuture`] and [`IdempotentPolicyFuture`], and
+//! a call allocates nothing, a wait for a slot included (the future holds
+//! its queue node). All are `Send` when the inner service and its future
+//! are (and the request, for the retrying one).
+//!
+//! Retries are opt-in: only a layer marked [`PolicyLayer::idempotent`]
+//! retries (a failure or a call timeout, never a refusal or a success,
+//! within the policy's attempts and retry budget), sending a clone of the
+//! request through the whole policy again; a plain [`PolicyLayer`] makes
+//! one attempt, at the cost it had before retries existed.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tower::{Layer, Service, ServiceExt};
+//! use watertight::clock::StdClock;
+//! use watertight::tower::{BulkheadError, BulkheadLayer};
+//! use watertight::{AcquireError, Bulkhead};
+//!
+//! # futures_lite::future::block_on(async {
+//! let slots = Arc::new(Bulkhead::new("search", 1, StdClock));
+//! let mut svc = BulkheadLayer::new(slots.clone())
+//!     .layer(tower::service_fn(|q: u32| async move { Ok::<_, std::convert::Infallible>(q * 2) }));
+//!
+//! let busy = slots.try_acquire().unwrap(); // the one slot is taken
+//! let err = svc.ready().await.unwrap().call(1).await.unwrap_err();
+//! assert!(matches!(err, BulkheadError::Rejected(AcquireError::Full)));
+//! drop(busy);
+//! assert_eq!(svc.ready().await.unwrap().call(2).await.unwrap(), 4);
+//! # });
+//! ```
+//!
+//! [`Policy`]: crate::policy::Policy
+//! [`AcquireError`]: crate::bulkhead::AcquireError
+//! [`Rejection`]: crate::breaker::Rejection
+//! [`policy::Error`]: crate::policy::Error
+
+// One file per layer family (its layer, service, response future and
+// error); a new family, a rate limit say, gets a file of its own. The
+// classifier that several families take is in `classify`.
+mod adaptive;
+mod breaker;
+mod bulkhead;
+mod classify;
+mod policy;
+mod retry;
+
+pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
+pub use breaker::{BreakerError, BreakerFuture, BreakerLayer, BreakerService};
+pub use bulkhead::{
+    Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
+};
+pub use classify::{Classify, ErrorIsFailure};
+pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
+pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};
