@@ -82,7 +82,7 @@ pub struct AdaptiveBulkhead<C, A> {
 
 /// A limit algorithm and its windows, steering a [`Bulkhead`] it does not
 /// own: the part of an [`AdaptiveBulkhead`] that is not the bulkhead, for
-/// a bulkhead that lives elsewhere — a [`Policy`](crate::Policy)'s.
+/// a bulkhead that lives elsewhere — a [`Policy`](crate::policy::Policy)'s.
 ///
 /// Each call through that bulkhead reports how it went with
 /// [`record`](Self::record), after its slot is back; the first report
@@ -517,7 +517,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveBulkhead<C, A> {
     /// `classify` makes of its output (`None`: no verdict, nothing
     /// recorded, as for a call refused before it reached the system).
     ///
-    /// One way to give a [`Policy`](crate::Policy)'s calls an adaptive
+    /// One way to give a [`Policy`](crate::policy::Policy)'s calls an adaptive
     /// limit: put the policy's call inside, and the policy's own bulkhead
     /// stays as a fixed ceiling behind it (the other: [`AdaptiveLimit`],
     /// which moves the policy's own bulkhead). A refusal by the policy's

@@ -328,7 +328,7 @@ pub enum LimitConfigError {
         /// The maximum asked for.
         max: usize,
     },
-    /// `max_limit` is above [`Bulkhead::MAX_PERMITS`](crate::Bulkhead::MAX_PERMITS).
+    /// `max_limit` is above [`Bulkhead::MAX_PERMITS`](crate::bulkhead::Bulkhead::MAX_PERMITS).
     MaxTooLarge {
         /// The maximum asked for.
         max: usize,
@@ -391,7 +391,7 @@ fn check_bounds(min: usize, max: usize, initial: usize) -> Result<(), LimitConfi
     if min > max {
         return Err(LimitConfigError::MinAboveMax { min, max });
     }
-    let permitted = crate::Bulkhead::<()>::MAX_PERMITS;
+    let permitted = crate::bulkhead::Bulkhead::<()>::MAX_PERMITS;
     if max > permitted {
         return Err(LimitConfigError::MaxTooLarge { max, permitted });
     }

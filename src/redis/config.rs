@@ -315,13 +315,13 @@ impl GlobalConfigBuilder {
             return Err(GlobalConfigError::LocalCapZero);
         }
         if let Some(cap) = c.local_cap {
-            if cap > crate::Bulkhead::<()>::MAX_PERMITS {
+            if cap > crate::bulkhead::Bulkhead::<()>::MAX_PERMITS {
                 return Err(GlobalConfigError::LocalCapTooLarge);
             }
         }
         match c.fallback {
             Fallback::LocalShare(0) => return Err(GlobalConfigError::LocalShareZero),
-            Fallback::LocalShare(k) if k > crate::Bulkhead::<()>::MAX_PERMITS => {
+            Fallback::LocalShare(k) if k > crate::bulkhead::Bulkhead::<()>::MAX_PERMITS => {
                 return Err(GlobalConfigError::LocalCapTooLarge)
             }
             _ => {}

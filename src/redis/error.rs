@@ -3,9 +3,9 @@
 use core::fmt;
 use core::time::Duration;
 
-use super::GlobalConfigError;
+use super::config::GlobalConfigError;
 use crate::breaker::Rejection;
-use crate::AcquireError;
+use crate::bulkhead::AcquireError;
 
 /// Why a [`GlobalBulkhead`](super::GlobalBulkhead) could not be made.
 ///

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{lease_lost, Core, Lease, Runtime};
+use super::runtime::Runtime;
+use super::store::{Core, Lease};
 use crate::clock::Instant;
-use crate::sync::Ordering;
 
 /// Members per script call: Redis takes many more arguments, but a call
 /// this size already runs in well under a millisecond.
@@ -50,8 +50,8 @@ pub(super) async fn run<R: Runtime>(
             }
             () = core.clock.sleep_until(next_tick) => {
                 next_tick = core.clock.now().saturating_add(every);
-                if !core.subscribed.load(Ordering::Acquire) {
-                    subscribe(&core).await;
+                if !core.is_subscribed() {
+                    core.subscribe().await;
                 }
                 retry_releases(&core, &mut retry).await;
                 let now = core.clock.now();
@@ -64,13 +64,6 @@ pub(super) async fn run<R: Runtime>(
     }
     // Every handle and permit is gone: one last try for what is left.
     retry_releases(&core, &mut retry).await;
-}
-
-async fn subscribe<R: Runtime>(core: &Core<R>) {
-    let mut con = core.con.clone();
-    if core.run(con.subscribe(&core.keys.channel)).await.is_ok() {
-        core.subscribed.store(true, Ordering::Release);
-    }
 }
 
 async fn retry_releases<R: Runtime>(core: &Core<R>, retry: &mut Vec<(String, Instant)>) {
@@ -86,31 +79,20 @@ async fn retry_releases<R: Runtime>(core: &Core<R>, retry: &mut Vec<(String, Ins
 }
 
 async fn renew<R: Runtime>(core: &Core<R>) {
-    let held: Vec<(u64, Arc<Lease>)> = match core.leases.lock() {
-        Ok(leases) => leases.iter().map(|(s, l)| (*s, Arc::clone(l))).collect(),
-        Err(_) => return,
-    };
+    let Some(held) = core.leases() else { return };
     for chunk in held.chunks(MAX_BATCH) {
         let sent = core.clock.now();
-        let mut inv = core.scripts.renew.key(&core.keys.holders);
-        inv.arg(&core.keys.channel).arg(core.lease_ms());
-        for (_, l) in chunk {
-            inv.arg(&l.member);
-        }
-        let mut con = core.con.clone();
-        match core.run(inv.invoke_async::<Vec<String>>(&mut con)).await {
+        match core.renew(chunk.iter().map(|(_, l)| l.member())).await {
             Ok(gone) => {
                 let gone: HashSet<&str> = gone.iter().map(String::as_str).collect();
                 let mut renewed = 0;
                 for (seq, l) in chunk {
                     // A lease already over by our clock stays lost, even if
                     // Redis (whose lease began a little later) still had it.
-                    if gone.contains(l.member.as_str())
-                        || lease_lost(l, core.config.lease, core.clock.now())
-                    {
+                    if gone.contains(l.member()) || l.is_lost(core.config.lease, core.clock.now()) {
                         mark_lost(core, *seq, l);
                     } else {
-                        l.renewed_at.store(sent.as_nanos(), Ordering::Release);
+                        l.renewed(sent);
                         renewed += 1;
                     }
                 }
@@ -119,7 +101,7 @@ async fn renew<R: Runtime>(core: &Core<R>) {
             Err(_) => {
                 let now = core.clock.now();
                 for (seq, l) in chunk {
-                    if lease_lost(l, core.config.lease, now) {
+                    if l.is_lost(core.config.lease, now) {
                         mark_lost(core, *seq, l);
                     }
                 }
@@ -129,8 +111,8 @@ async fn renew<R: Runtime>(core: &Core<R>) {
 }
 
 fn mark_lost<R: Runtime>(core: &Core<R>, seq: u64, lease: &Lease) {
-    if !lease.lost.swap(true, Ordering::AcqRel) {
-        core.stats.lost(core.name, &lease.member);
+    if lease.mark_lost() {
+        core.stats.lost(core.name, lease.member());
     }
     // Not renewed again; its permit's drop still sends a (harmless) release.
     core.forget_lease(seq);

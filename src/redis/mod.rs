@@ -1,7 +1,7 @@
 //! One limit across processes: a bulkhead shared by every process that uses
 //! the same Redis (or Valkey) and the same system name (feature `redis`).
 //!
-//! A [`crate::Bulkhead`] limits one process. Twelve replicas with
+//! A [`crate::bulkhead::Bulkhead`] limits one process. Twelve replicas with
 //! a bulkhead of 20 each put 240 calls at a provider that allows 20. A
 //! [`GlobalBulkhead`] counts the calls of every replica in Redis:
 //!
@@ -104,12 +104,13 @@
 //! [`acquire_until`]: GlobalBulkhead::acquire_until
 //! [`acquire_timeout`]: GlobalBulkhead::acquire_timeout
 
-use std::{format, string::String, vec::Vec};
+use std::{format, string::String};
 
 mod config;
 mod error;
 mod keeper;
 mod runtime;
+mod store;
 mod telemetry;
 
 pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError};
@@ -119,134 +120,17 @@ pub use telemetry::GlobalMetrics;
 
 use core::future::Future;
 use core::time::Duration;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
-use event_listener::Event;
 use tokio::sync::mpsc;
 
-use crate::breaker::HeapBreaker;
-use crate::clock::{Instant, Timer, TokioClock};
+use crate::breaker::{HeapBreaker, WindowStorage};
+use crate::bulkhead::{AcquireError, Bulkhead, OwnedPermit};
+use crate::clock::{Clock, Instant, Timer, TokioClock};
 use crate::policy::{self, ErrorKind, Policy};
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::{Bulkhead, OwnedPermit};
+use crate::sync::{AtomicU64, Ordering};
 
-use telemetry::Stats;
-
-/// The longest system name: its keys stay short.
-const MAX_NAME: usize = 128;
-
-/// The scripts, loaded once per process (their text is part of the binary).
-struct Scripts {
-    acquire: Script,
-    release: Script,
-    renew: Script,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            acquire: Script::new(include_str!("scripts/acquire.lua")),
-            release: Script::new(include_str!("scripts/release.lua")),
-            renew: Script::new(include_str!("scripts/renew.lua")),
-        }
-    }
-}
-
-/// The system's names in Redis.
-struct Keys {
-    holders: String,
-    fence: String,
-    channel: String,
-}
-
-impl Keys {
-    fn new(name: &str) -> Self {
-        Keys {
-            holders: format!("watertight:{{{name}}}:holders"),
-            fence: format!("watertight:{{{name}}}:fence"),
-            channel: format!("watertight:{{{name}}}:released"),
-        }
-    }
-}
-
-/// One grant this process holds in Redis.
-struct Lease {
-    member: String,
-    /// When the last renewal (or the grant) was *sent*, on the tokio
-    /// clock: Redis's lease ends no earlier than this plus the lease.
-    renewed_at: AtomicU64,
-    lost: AtomicBool,
-}
-
-/// What the keeper task and the handles share; the keeper holds no sender,
-/// so it ends when the last handle and permit are gone.
-struct Core<R> {
-    clock: R,
-    name: &'static str,
-    config: GlobalConfig,
-    keys: Keys,
-    scripts: Scripts,
-    con: ConnectionManager,
-    /// Told by the push handler: a release elsewhere, or a lost connection.
-    released: Arc<Event>,
-    /// Whether the connection is subscribed to the release channel.
-    subscribed: Arc<AtomicBool>,
-    leases: Mutex<HashMap<u64, Arc<Lease>>>,
-    stats: Stats,
-}
-
-impl<R: Runtime> Core<R> {
-    fn lease_ms(&self) -> u64 {
-        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Runs a command under the store timeout.
-    async fn run<T, F>(&self, cmd: F) -> Result<T, StoreFailure>
-    where
-        F: Future<Output = Result<T, ::redis::RedisError>>,
-    {
-        let clock = &self.clock;
-        let end = clock.now().saturating_add(self.config.store_timeout);
-        tokio::select! {
-            biased;
-            r = cmd => r.map_err(|e| {
-                if e.is_timeout() {
-                    self.stats.store_timeout(self.name);
-                    StoreFailure::TimedOut
-                } else {
-                    self.stats.store_error(self.name, &e);
-                    StoreFailure::Redis(e)
-                }
-            }),
-            () = clock.sleep_until(end) => {
-                self.stats.store_timeout(self.name);
-                Err(StoreFailure::TimedOut)
-            }
-        }
-    }
-
-    /// Removes `members` in one script call.
-    async fn release(&self, members: &[String]) -> Result<u64, StoreFailure> {
-        let mut inv = self.scripts.release.key(&self.keys.holders);
-        inv.arg(&self.keys.channel);
-        for m in members {
-            inv.arg(m);
-        }
-        let mut con = self.con.clone();
-        let freed: u64 = self.run(inv.invoke_async(&mut con)).await?;
-        self.stats.released(members.len());
-        Ok(freed)
-    }
-
-    fn forget_lease(&self, seq: u64) {
-        if let Ok(mut leases) = self.leases.lock() {
-            leases.remove(&seq);
-        }
-    }
-}
+use store::{check_name, Acquired, Core, Lease};
 
 /// What a handle and its permits hold.
 struct Inner<R> {
@@ -304,21 +188,6 @@ impl<R: Runtime> core::fmt::Debug for GlobalBulkhead<R> {
             .field("held", &self.held())
             .finish()
     }
-}
-
-fn check_name(name: &'static str) -> Result<(), GlobalBuildError> {
-    let reason = if name.is_empty() {
-        "it is empty"
-    } else if name.len() > MAX_NAME {
-        "it is longer than 128 bytes"
-    } else if name.contains(['{', '}']) {
-        "it holds `{` or `}`, which would break the keys' hash tag"
-    } else if name.chars().any(char::is_control) {
-        "it holds a control character"
-    } else {
-        return Ok(());
-    };
-    Err(GlobalBuildError::BadName { name, reason })
 }
 
 /// A tag unique to this process and handle: the process id, the time and
@@ -403,44 +272,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
         if !runtime.can_spawn() {
             return Err(GlobalBuildError::NoRuntime);
         }
-        let info = url
-            .into_connection_info()
-            .map_err(GlobalBuildError::BadUrl)?;
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = ::redis::Client::open(info.set_redis_settings(settings))
-            .map_err(GlobalBuildError::BadUrl)?;
-
-        let released = Arc::new(Event::new());
-        let subscribed = Arc::new(AtomicBool::new(false));
-        let keys = Keys::new(name);
-        let push = {
-            let released = Arc::clone(&released);
-            let subscribed = Arc::clone(&subscribed);
-            let channel = keys.channel.clone();
-            move |push: PushInfo| {
-                on_push(&push, &channel, &released, &subscribed);
-                Ok::<(), ::redis::aio::SendError>(())
-            }
-        };
-        // Our own timeout (in `Core::run`) cuts each command; redis-rs's, a
-        // little later, only backs it up.
-        let timeout = config.store_timeout.saturating_mul(2);
-        // A refused connection is an error at once, not a wait: one attempt
-        // per command (the next command tries again), so that the breaker,
-        // not a retry loop, decides how often Redis is asked.
-        let manager = ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(config.store_timeout)
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
-            .set_push_sender(push)
-            .set_automatic_resubscription();
-        let con = ConnectionManager::new_lazy_with_config(client, manager)
-            .map_err(GlobalBuildError::BadUrl)?;
+        let core = Core::open(url, name, config, runtime.clone())?;
 
         let breaker = HeapBreaker::try_new(name, config.store_breaker, runtime.clone())
             .map_err(|e| GlobalBuildError::Config(GlobalConfigError::StoreBreaker(e)))?;
@@ -459,18 +291,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
             None => None,
         };
 
-        let core = Arc::new(Core {
-            clock: runtime.clone(),
-            name,
-            config,
-            keys,
-            scripts: Scripts::new(),
-            con,
-            released,
-            subscribed,
-            leases: Mutex::new(HashMap::new()),
-            stats: Stats::default(),
-        });
+        let core = Arc::new(core);
         let (tx, rx) = mpsc::unbounded_channel();
         runtime.spawn(keeper::run(Arc::clone(&core), rx));
         Ok(GlobalBulkhead {
@@ -529,7 +350,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
     /// # });
     /// ```
     pub fn held(&self) -> usize {
-        self.inner.core.leases.lock().map_or(0, |l| l.len())
+        self.inner.core.held()
     }
 
     /// The local front, if the config has a local cap.
@@ -715,8 +536,8 @@ impl<R: Runtime> GlobalBulkhead<R> {
     ) -> Result<T, policy::Error<E>>
     where
         C: Timer + Clone,
-        B: crate::clock::Clock,
-        W: crate::breaker::WindowStorage,
+        B: Clock,
+        W: WindowStorage,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -758,7 +579,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
         loop {
             // Listen before asking: a release published between the
             // script's answer and the wait below still wakes this waiter.
-            let listener = core.released.listen();
+            let listener = core.listen();
             let sent_at = core.clock.now();
             let (seq, member) = self.next_member();
             let asked = self.ask(member.clone());
@@ -778,14 +599,8 @@ impl<R: Runtime> GlobalBulkhead<R> {
             match reply {
                 Ok(Acquired::Granted { token, held }) => {
                     core.stats.granted(core.name, held);
-                    let lease = Arc::new(Lease {
-                        member,
-                        renewed_at: AtomicU64::new(sent_at.as_nanos()),
-                        lost: AtomicBool::new(false),
-                    });
-                    if let Ok(mut leases) = core.leases.lock() {
-                        leases.insert(seq, Arc::clone(&lease));
-                    }
+                    let lease = Arc::new(Lease::new(member, sent_at));
+                    core.hold(seq, Arc::clone(&lease));
                     return Ok(GlobalPermit {
                         held: Held::Global { seq, token, lease },
                         inner: Arc::clone(&self.inner),
@@ -838,21 +653,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
                     return;
                 }
             };
-            let core = &*inner.core;
-            let mut con = core.con.clone();
-            let reply = core
-                .run(
-                    core.scripts
-                        .acquire
-                        .key(&core.keys.holders)
-                        .key(&core.keys.fence)
-                        .arg(core.config.limit)
-                        .arg(core.lease_ms())
-                        .arg(&member)
-                        .invoke_async::<Value>(&mut con),
-                )
-                .await
-                .and_then(|v| parse_acquire(&v));
+            let reply = inner.core.acquire(&member).await;
             match &reply {
                 Ok(_) => probe.success(),
                 Err(_) => {
@@ -897,7 +698,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
                     _front: front,
                 })
             }
-            Err(crate::AcquireError::TimedOut) => {
+            Err(AcquireError::TimedOut) => {
                 Err(core.stats.rejected(core.name, GlobalError::TimedOut))
             }
             Err(_) => Err(core.stats.rejected(core.name, GlobalError::Full)),
@@ -908,64 +709,8 @@ impl<R: Runtime> GlobalBulkhead<R> {
 fn policy_kind<E>(e: GlobalError) -> ErrorKind<E> {
     match e {
         GlobalError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
-        GlobalError::LocalCap(crate::AcquireError::Closed) => ErrorKind::BulkheadClosed,
+        GlobalError::LocalCap(AcquireError::Closed) => ErrorKind::BulkheadClosed,
         _ => ErrorKind::BulkheadFull,
-    }
-}
-
-enum Acquired {
-    Granted { token: u64, held: u64 },
-    Full { held: u64, next_free: Duration },
-}
-
-fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {
-    let int = |v: &Value| match v {
-        Value::Int(i) => Some(*i),
-        _ => None,
-    };
-    let Value::Array(items) = v else {
-        return Err(StoreFailure::BadReply);
-    };
-    let nums: Option<Vec<i64>> = items.iter().map(int).collect();
-    match nums.as_deref() {
-        Some([1, token, held]) => Ok(Acquired::Granted {
-            token: u64::try_from(*token).unwrap_or(0),
-            held: u64::try_from(*held).unwrap_or(0),
-        }),
-        Some([0, held, ms]) => Ok(Acquired::Full {
-            held: u64::try_from(*held).unwrap_or(0),
-            next_free: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
-        }),
-        _ => Err(StoreFailure::BadReply),
-    }
-}
-
-/// RESP3 pushes on the connection: release notifications wake waiters, and
-/// a lost connection wakes them all (they retry, and meet the fallback).
-fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &AtomicBool) {
-    match push.kind {
-        PushKind::Message => {
-            let [Value::BulkString(ch), payload, ..] = push.data.as_slice() else {
-                return;
-            };
-            if ch.as_slice() != channel.as_bytes() {
-                return;
-            }
-            let freed = match payload {
-                Value::BulkString(b) => core::str::from_utf8(b)
-                    .ok()
-                    .and_then(|s| s.parse::<usize>().ok())
-                    .unwrap_or(1),
-                _ => 1,
-            };
-            released.notify(event_listener::IntoNotification::additional(freed));
-        }
-        PushKind::Subscribe => subscribed.store(true, Ordering::Release),
-        PushKind::Disconnection => {
-            subscribed.store(false, Ordering::Release);
-            released.notify(usize::MAX);
-        }
-        _ => {}
     }
 }
 
@@ -1074,11 +819,9 @@ impl<R: Runtime> GlobalPermit<R> {
     /// ```
     pub fn is_lost(&self) -> bool {
         match &self.held {
-            Held::Global { lease, .. } => lease_lost(
-                lease,
-                self.inner.core.config.lease,
-                self.inner.core.clock.now(),
-            ),
+            Held::Global { lease, .. } => {
+                lease.is_lost(self.inner.core.config.lease, self.inner.core.clock.now())
+            }
             Held::Share { .. } | Held::Released => false,
         }
     }
@@ -1104,7 +847,7 @@ impl<R: Runtime> GlobalPermit<R> {
         let Held::Global { seq, lease, .. } = &self.held else {
             return Ok(());
         };
-        let (seq, member) = (*seq, lease.member.clone());
+        let (seq, member) = (*seq, String::from(lease.member()));
         let core = Arc::clone(&self.inner.core);
         core.forget_lease(seq);
         let released = core.release(core::slice::from_ref(&member)).await;
@@ -1117,19 +860,12 @@ impl<R: Runtime> GlobalPermit<R> {
     }
 }
 
-fn lease_lost(lease: &Lease, length: Duration, now: Instant) -> bool {
-    lease.lost.load(Ordering::Acquire)
-        || now.saturating_duration_since(Instant::from_nanos(
-            lease.renewed_at.load(Ordering::Acquire),
-        )) >= length
-}
-
 impl<R: Runtime> Drop for GlobalPermit<R> {
     fn drop(&mut self) {
         if let Held::Global { seq, lease, .. } = &self.held {
             self.inner.core.forget_lease(*seq);
             // Never blocks: the keeper sends it, batched with others.
-            let _ = self.inner.releases.send(lease.member.clone());
+            let _ = self.inner.releases.send(String::from(lease.member()));
         }
     }
 }

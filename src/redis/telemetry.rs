@@ -12,7 +12,7 @@
 //! | `global_bulkhead_lease_renewals_total` | counter | leases renewed (one per lease per renewal) |
 //! | `global_bulkhead_leases_lost_total` | counter | leases lost |
 
-use super::GlobalError;
+use super::error::GlobalError;
 use crate::sync::{AtomicU64, Ordering};
 
 /// What a [`GlobalBulkhead`](super::GlobalBulkhead) has done since it was

@@ -1,0 +1,380 @@
+//! The store: what the global bulkhead keeps in Redis and how it speaks to
+//! it. The connection (RESP3, with the release channel's pushes), the Lua
+//! scripts, the system's keys, and the leases this process holds.
+//!
+//! Both the handle ([`GlobalBulkhead`](super::GlobalBulkhead) and its
+//! permits) and the keeper task use [`Core`]; neither uses the other.
+
+use std::{format, string::String, vec::Vec};
+
+use core::future::Future;
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
+use event_listener::{Event, EventListener};
+
+use super::config::GlobalConfig;
+use super::error::{GlobalBuildError, StoreFailure};
+use super::runtime::Runtime;
+use super::telemetry::Stats;
+use crate::clock::Instant;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+
+/// The longest system name: its keys stay short.
+const MAX_NAME: usize = 128;
+
+/// Whether `name` can name a system's keys.
+pub(super) fn check_name(name: &'static str) -> Result<(), GlobalBuildError> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.len() > MAX_NAME {
+        "it is longer than 128 bytes"
+    } else if name.contains(['{', '}']) {
+        "it holds `{` or `}`, which would break the keys' hash tag"
+    } else if name.chars().any(char::is_control) {
+        "it holds a control character"
+    } else {
+        return Ok(());
+    };
+    Err(GlobalBuildError::BadName { name, reason })
+}
+
+/// The scripts, loaded once per process (their text is part of the binary).
+struct Scripts {
+    acquire: Script,
+    release: Script,
+    renew: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            acquire: Script::new(include_str!("scripts/acquire.lua")),
+            release: Script::new(include_str!("scripts/release.lua")),
+            renew: Script::new(include_str!("scripts/renew.lua")),
+        }
+    }
+}
+
+/// The system's names in Redis.
+struct Keys {
+    holders: String,
+    fence: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(name: &str) -> Self {
+        Keys {
+            holders: format!("watertight:{{{name}}}:holders"),
+            fence: format!("watertight:{{{name}}}:fence"),
+            channel: format!("watertight:{{{name}}}:released"),
+        }
+    }
+}
+
+/// One grant this process holds in Redis.
+pub(super) struct Lease {
+    member: String,
+    /// When the last renewal (or the grant) was *sent*, on the runtime's
+    /// clock: Redis's lease ends no earlier than this plus the lease.
+    renewed_at: AtomicU64,
+    lost: AtomicBool,
+}
+
+impl Lease {
+    /// The grant of `member`, whose acquire command was sent at `sent_at`.
+    pub(super) fn new(member: String, sent_at: Instant) -> Self {
+        Lease {
+            member,
+            renewed_at: AtomicU64::new(sent_at.as_nanos()),
+            lost: AtomicBool::new(false),
+        }
+    }
+
+    /// The member in the holders' sorted set.
+    pub(super) fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// Whether the lease is lost: marked so, or `length` has passed at
+    /// `now` since the last renewal was sent.
+    pub(super) fn is_lost(&self, length: Duration, now: Instant) -> bool {
+        self.lost.load(Ordering::Acquire)
+            || now.saturating_duration_since(Instant::from_nanos(
+                self.renewed_at.load(Ordering::Acquire),
+            )) >= length
+    }
+
+    /// A renewal sent at `sent` reached Redis and found the member there.
+    pub(super) fn renewed(&self, sent: Instant) {
+        self.renewed_at.store(sent.as_nanos(), Ordering::Release);
+    }
+
+    /// Marks the lease lost; true the first time.
+    pub(super) fn mark_lost(&self) -> bool {
+        !self.lost.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// What Redis answered an acquire.
+pub(super) enum Acquired {
+    Granted { token: u64, held: u64 },
+    Full { held: u64, next_free: Duration },
+}
+
+/// What the keeper task and the handles share; the keeper holds no sender,
+/// so it ends when the last handle and permit are gone.
+pub(super) struct Core<R> {
+    pub(super) clock: R,
+    pub(super) name: &'static str,
+    pub(super) config: GlobalConfig,
+    pub(super) stats: Stats,
+    keys: Keys,
+    scripts: Scripts,
+    con: ConnectionManager,
+    /// Told by the push handler: a release elsewhere, or a lost connection.
+    released: Arc<Event>,
+    /// Whether the connection is subscribed to the release channel.
+    subscribed: Arc<AtomicBool>,
+    leases: Mutex<HashMap<u64, Arc<Lease>>>,
+}
+
+impl<R: Runtime> Core<R> {
+    /// The store of system `name` on the Redis at `url`. It does not wait
+    /// for Redis: the connection is made on first use, and again by itself
+    /// after it is lost.
+    pub(super) fn open(
+        url: &str,
+        name: &'static str,
+        config: GlobalConfig,
+        clock: R,
+    ) -> Result<Self, GlobalBuildError> {
+        let info = url
+            .into_connection_info()
+            .map_err(GlobalBuildError::BadUrl)?;
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = ::redis::Client::open(info.set_redis_settings(settings))
+            .map_err(GlobalBuildError::BadUrl)?;
+
+        let released = Arc::new(Event::new());
+        let subscribed = Arc::new(AtomicBool::new(false));
+        let keys = Keys::new(name);
+        let push = {
+            let released = Arc::clone(&released);
+            let subscribed = Arc::clone(&subscribed);
+            let channel = keys.channel.clone();
+            move |push: PushInfo| {
+                on_push(&push, &channel, &released, &subscribed);
+                Ok::<(), ::redis::aio::SendError>(())
+            }
+        };
+        // Our own timeout (in `Core::run`) cuts each command; redis-rs's, a
+        // little later, only backs it up.
+        let timeout = config.store_timeout.saturating_mul(2);
+        // A refused connection is an error at once, not a wait: one attempt
+        // per command (the next command tries again), so that the breaker,
+        // not a retry loop, decides how often Redis is asked.
+        let manager = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(config.store_timeout)
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_push_sender(push)
+            .set_automatic_resubscription();
+        let con = ConnectionManager::new_lazy_with_config(client, manager)
+            .map_err(GlobalBuildError::BadUrl)?;
+
+        Ok(Core {
+            clock,
+            name,
+            config,
+            stats: Stats::default(),
+            keys,
+            scripts: Scripts::new(),
+            con,
+            released,
+            subscribed,
+            leases: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs a command under the store timeout.
+    async fn run<T, F>(&self, cmd: F) -> Result<T, StoreFailure>
+    where
+        F: Future<Output = Result<T, ::redis::RedisError>>,
+    {
+        let clock = &self.clock;
+        let end = clock.now().saturating_add(self.config.store_timeout);
+        tokio::select! {
+            biased;
+            r = cmd => r.map_err(|e| {
+                if e.is_timeout() {
+                    self.stats.store_timeout(self.name);
+                    StoreFailure::TimedOut
+                } else {
+                    self.stats.store_error(self.name, &e);
+                    StoreFailure::Redis(e)
+                }
+            }),
+            () = clock.sleep_until(end) => {
+                self.stats.store_timeout(self.name);
+                Err(StoreFailure::TimedOut)
+            }
+        }
+    }
+
+    /// Runs the acquire script for `member`: a grant with its fencing
+    /// token, or the limit reached and when the earliest lease ends.
+    pub(super) async fn acquire(&self, member: &str) -> Result<Acquired, StoreFailure> {
+        let mut con = self.con.clone();
+        self.run(
+            self.scripts
+                .acquire
+                .key(&self.keys.holders)
+                .key(&self.keys.fence)
+                .arg(self.config.limit)
+                .arg(self.lease_ms())
+                .arg(member)
+                .invoke_async::<Value>(&mut con),
+        )
+        .await
+        .and_then(|v| parse_acquire(&v))
+    }
+
+    /// Removes `members` in one script call.
+    pub(super) async fn release(&self, members: &[String]) -> Result<u64, StoreFailure> {
+        let mut inv = self.scripts.release.key(&self.keys.holders);
+        inv.arg(&self.keys.channel);
+        for m in members {
+            inv.arg(m);
+        }
+        let mut con = self.con.clone();
+        let freed: u64 = self.run(inv.invoke_async(&mut con)).await?;
+        self.stats.released(members.len());
+        Ok(freed)
+    }
+
+    /// Renews `members`' leases in one script call; Redis answers with the
+    /// members it no longer had (or whose lease had ended there).
+    pub(super) async fn renew<'a>(
+        &self,
+        members: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<String>, StoreFailure> {
+        let mut inv = self.scripts.renew.key(&self.keys.holders);
+        inv.arg(&self.keys.channel).arg(self.lease_ms());
+        for m in members {
+            inv.arg(m);
+        }
+        let mut con = self.con.clone();
+        self.run(inv.invoke_async::<Vec<String>>(&mut con)).await
+    }
+
+    /// Whether the connection is subscribed to the release channel.
+    pub(super) fn is_subscribed(&self) -> bool {
+        self.subscribed.load(Ordering::Acquire)
+    }
+
+    /// Subscribes the connection to the release channel.
+    pub(super) async fn subscribe(&self) {
+        let mut con = self.con.clone();
+        if self.run(con.subscribe(&self.keys.channel)).await.is_ok() {
+            self.subscribed.store(true, Ordering::Release);
+        }
+    }
+
+    /// Woken by a release anywhere (as many as it freed slots), and all at
+    /// once by a lost connection.
+    pub(super) fn listen(&self) -> EventListener {
+        self.released.listen()
+    }
+
+    /// Records a grant this process holds, to be renewed.
+    pub(super) fn hold(&self, seq: u64, lease: Arc<Lease>) {
+        if let Ok(mut leases) = self.leases.lock() {
+            leases.insert(seq, lease);
+        }
+    }
+
+    /// How many grants this process holds.
+    pub(super) fn held(&self) -> usize {
+        self.leases.lock().map_or(0, |l| l.len())
+    }
+
+    /// The grants this process holds now (`None` if the lock is poisoned).
+    pub(super) fn leases(&self) -> Option<Vec<(u64, Arc<Lease>)>> {
+        match self.leases.lock() {
+            Ok(leases) => Some(leases.iter().map(|(s, l)| (*s, Arc::clone(l))).collect()),
+            Err(_) => None,
+        }
+    }
+
+    /// Stops renewing grant `seq`.
+    pub(super) fn forget_lease(&self, seq: u64) {
+        if let Ok(mut leases) = self.leases.lock() {
+            leases.remove(&seq);
+        }
+    }
+}
+
+fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    };
+    let Value::Array(items) = v else {
+        return Err(StoreFailure::BadReply);
+    };
+    let nums: Option<Vec<i64>> = items.iter().map(int).collect();
+    match nums.as_deref() {
+        Some([1, token, held]) => Ok(Acquired::Granted {
+            token: u64::try_from(*token).unwrap_or(0),
+            held: u64::try_from(*held).unwrap_or(0),
+        }),
+        Some([0, held, ms]) => Ok(Acquired::Full {
+            held: u64::try_from(*held).unwrap_or(0),
+            next_free: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
+        }),
+        _ => Err(StoreFailure::BadReply),
+    }
+}
+
+/// RESP3 pushes on the connection: release notifications wake waiters, and
+/// a lost connection wakes them all (they retry, and meet the fallback).
+fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &AtomicBool) {
+    match push.kind {
+        PushKind::Message => {
+            let [Value::BulkString(ch), payload, ..] = push.data.as_slice() else {
+                return;
+            };
+            if ch.as_slice() != channel.as_bytes() {
+                return;
+            }
+            let freed = match payload {
+                Value::BulkString(b) => core::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .unwrap_or(1),
+                _ => 1,
+            };
+            released.notify(event_listener::IntoNotification::additional(freed));
+        }
+        PushKind::Subscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Disconnection => {
+            subscribed.store(false, Ordering::Release);
+            released.notify(usize::MAX);
+        }
+        _ => {}
+    }
+}
