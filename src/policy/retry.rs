@@ -621,7 +621,12 @@ where
                 .unwrap_or_else(|| retry.jitter.up_to(retry.config.backoff_cap(*this.attempts)));
             let start = now.saturating_add(wait);
             if let Some(end) = *this.budget {
-                if end.saturating_duration_since(start) < retry.config.min_attempt_time() {
+                // No backoff sleeps to the budget's end or past it (no
+                // attempt could start there), whatever the config's
+                // `min_attempt_time`, zero included.
+                if start >= end
+                    || end.saturating_duration_since(start) < retry.config.min_attempt_time()
+                {
                     retry.budget.failed();
                     return Poll::Ready(out);
                 }
