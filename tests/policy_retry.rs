@@ -283,7 +283,10 @@ fn with_no_min_attempt_time_a_retry_past_the_budget_gives_the_last_error_at_once
     // where the attempt could not start).
     for hint in [5 * SEC, SEC] {
         let clock = ManualClock::new();
-        let p = policy(&clock, RetryConfig::builder().min_attempt_time(Duration::ZERO));
+        let p = policy(
+            &clock,
+            RetryConfig::builder().min_attempt_time(Duration::ZERO),
+        );
         let made = Cell::new(0);
         let request = Deadline::after(&clock, SEC);
         let start = clock.now();

@@ -1,6 +1,11 @@
 //! A policy's configuration: its builder, its typed errors, its fields.
 
-use super::*;
+use core::fmt;
+use core::time::Duration;
+
+use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
+use crate::bulkhead::Bulkhead;
+use crate::retry::{RetryConfig, RetryConfigBuilder, RetryConfigError};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
 /// a bulkhead is a fail-fast limit, not a queue (wait for a slot 100 ms or

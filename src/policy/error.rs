@@ -1,6 +1,9 @@
 //! What a policy call returns when it does not return the system's answer.
 
-use super::*;
+use core::fmt;
+use core::time::Duration;
+
+use crate::breaker::Rejection;
 
 /// Why a call made through a [`Policy`] did not return the system's answer.
 ///
