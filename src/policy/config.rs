@@ -155,7 +155,7 @@ impl PolicyConfig {
         &self.breaker
     }
 
-    /// How calls marked idempotent are retried ([`Policy::call_idempotent`]).
+    /// How calls marked idempotent are retried ([`Policy::call_idempotent`](super::Policy::call_idempotent)).
     ///
     /// # Examples
     ///
@@ -295,8 +295,8 @@ impl PolicyConfigBuilder {
 
     /// How calls marked idempotent are retried (default: see
     /// [`RetryConfig`]); checked by [`build`](Self::build). Only
-    /// [`Policy::call_idempotent`] and its relatives retry: a plain
-    /// [`call`](Policy::call) never does.
+    /// [`Policy::call_idempotent`](super::Policy::call_idempotent) and its
+    /// relatives retry: a plain [`call`](super::Policy::call) never does.
     ///
     /// # Examples
     ///

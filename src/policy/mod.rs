@@ -21,11 +21,11 @@ use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 
-#[cfg(feature = "alloc")]
-use crate::breaker::Heap;
 use crate::breaker::{
-    err_is_failure, BreakerConfig, CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
+    err_is_failure, CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
 };
+#[cfg(feature = "alloc")]
+use crate::breaker::{BreakerConfig, Heap};
 use crate::bulkhead::Bulkhead;
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
