@@ -161,7 +161,9 @@ impl RetryConfig {
     }
 
     /// An attempt is not started with less than this left of the request:
-    /// the last error is returned instead.
+    /// the last error is returned instead. Zero means any time left will
+    /// do, but some must be: a retry never waits to the request's end, or
+    /// past it.
     ///
     /// # Examples
     ///
@@ -295,7 +297,10 @@ impl RetryConfigBuilder {
     }
 
     /// No attempt is started with less than this left of the request
-    /// (50 ms by default): the last error is returned instead.
+    /// (50 ms by default): the last error is returned instead. Zero means
+    /// any time left will do; a backoff (or a `Retry-After` hint) that would
+    /// end at the request's deadline or past it still returns the last error
+    /// at once.
     ///
     /// # Examples
     ///

@@ -277,6 +277,39 @@ fn no_attempt_starts_that_the_request_budget_cannot_hold() {
 }
 
 #[test]
+fn with_no_min_attempt_time_a_retry_past_the_budget_gives_the_last_error_at_once() {
+    // `min_attempt_time(0)`: any time left is enough for an attempt, but a
+    // backoff still never sleeps past the request's budget (nor up to it,
+    // where the attempt could not start).
+    for hint in [5 * SEC, SEC] {
+        let clock = ManualClock::new();
+        let p = policy(
+            &clock,
+            RetryConfig::builder().min_attempt_time(Duration::ZERO),
+        );
+        let made = Cell::new(0);
+        let request = Deadline::after(&clock, SEC);
+        let start = clock.now();
+        let mut t = Task::new(
+            p.call_idempotent(|| {
+                made.set(made.get() + 1);
+                async { Err::<(), u16>(503) }
+            })
+            .retry_after(move |_: &u16| Some(hint))
+            .within(&request)
+            .into_future(),
+        );
+        // Ready at its first poll: no backoff sleep, the 503 itself.
+        let err = t.ready().unwrap_err();
+        assert_eq!(*err.kind(), ErrorKind::Call(503), "hint {hint:?}");
+        assert_eq!(clock.now(), start, "no time passed");
+        assert_eq!(made.get(), 1);
+        assert_eq!(p.retry_metrics().after_failure, 0);
+        assert_eq!(p.bulkhead().available(), 4);
+    }
+}
+
+#[test]
 fn a_storm_of_1000_failing_calls_gets_no_more_retries_than_the_budget() {
     let clock = ManualClock::new();
     let p = policy(&clock, RetryConfig::builder()); // 10 tokens, 10 %

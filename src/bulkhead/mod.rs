@@ -450,13 +450,12 @@ impl<C> Bulkhead<C> {
 
     /// One permit if it is free and nobody waits, without counting a
     /// refusal: for callers (the policy) that go on to wait when this fails,
-    /// so that the wait alone is counted.
+    /// so that the wait alone is counted, or count the refusal themselves
+    /// ([`count_rejection`](Self::count_rejection)). The caller holds the
+    /// permit in a guard of its own and gives it back with `release(1)`.
     #[inline]
-    pub(crate) fn try_acquire_uncounted(&self) -> Result<Permit<'_, C>, AcquireError> {
-        self.take(1).map(|()| Permit {
-            bulkhead: self,
-            n: 1,
-        })
+    pub(crate) fn try_acquire_uncounted(&self) -> Result<(), AcquireError> {
+        self.take(1)
     }
 
     /// Free permits right now (zero while in flight exceeds a shrunk capacity).
@@ -791,7 +790,7 @@ impl<C> Bulkhead<C> {
     }
 
     #[cold]
-    fn count_rejection(&self, e: AcquireError) -> AcquireError {
+    pub(crate) fn count_rejection(&self, e: AcquireError) -> AcquireError {
         let counter = match e {
             AcquireError::Full => &self.cold.rejected_full,
             AcquireError::TimedOut => &self.cold.rejected_timed_out,

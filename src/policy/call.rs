@@ -1,6 +1,18 @@
 //! The call future: slot, breaker, deadline, in that order, polled as one.
 
-use super::*;
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use core::time::Duration;
+
+use super::error::{Error, ErrorKind};
+use super::Policy;
+use crate::breaker::{
+    fail_on_unwind, take_raw, CircuitBreaker, Guard, Outcome, Raw, WindowStorage,
+};
+use crate::bulkhead::{poll_until, AcquireError, Waiter};
+use crate::clock::{Clock, Instant, Timer};
 
 // ---- the call future -------------------------------------------------------
 
@@ -12,6 +24,7 @@ mod sealed {
     use crate::breaker::{Guard, Outcome};
     use crate::bulkhead::Bulkhead;
     use crate::clock::Timer;
+    use crate::policy::Retries;
 
     /// The parts of a policy that a [`PolicyCall`](super::PolicyCall) works
     /// with, borrowed from a handle: `&Policy` for `Policy::call` and its
@@ -23,7 +36,7 @@ mod sealed {
         pub(crate) clock: &'a C,
         pub(crate) max_wait: Duration,
         pub(crate) call_timeout: Duration,
-        pub(crate) retry: &'a super::Retries,
+        pub(crate) retry: &'a Retries,
     }
 
     /// A way to reach a policy: a reference, or an `Arc`.
@@ -136,10 +149,6 @@ impl<T, E, K: FnOnce(&Result<T, E>) -> Outcome> Judge<Result<T, E>> for K {
     }
 }
 
-/// A bulkhead wait: the acquire futures' core (with its own queue node),
-/// kept in the call future.
-type SlotWaiter = crate::bulkhead::Waiter;
-
 /// Where a [`PolicyCall`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -155,6 +164,40 @@ enum Stage {
 
 pub(super) type SleepOf<R> = <<R as Handle>::Clock as Timer>::Sleep;
 type OutputOf<D> = <<D as Dispatch>::Future as Future>::Output;
+
+/// What a finished [`PolicyCall`] hands on: its output, and the verdict the
+/// breaker recorded for it — `Some` when the call ran to its end and was
+/// classified, `None` when the policy ended it (a refusal, out of time).
+/// The retry loop decides on the verdict, without classifying again.
+pub(crate) type Settled<T, E> = (Result<T, Error<E>>, Option<Outcome>);
+
+/// The handle to the policy, and whether the call holds one of its
+/// bulkhead's slots: given back by [`release`](Slot::release) when the
+/// call settles, or on drop (a cancelled or unwound call). It owns the
+/// handle because the slot is the policy's: a [`Permit`](crate::bulkhead::Permit)
+/// borrowing the bulkhead could not sit in the same future as the `Arc` it
+/// would borrow from.
+struct Slot<R: Handle> {
+    policy: R,
+    held: bool,
+}
+
+impl<R: Handle> Slot<R> {
+    /// Gives the slot back, if it is held.
+    #[inline]
+    fn release(&mut self) {
+        if core::mem::take(&mut self.held) {
+            self.policy.parts().bulkhead.release(1);
+        }
+    }
+}
+
+impl<R: Handle> Drop for Slot<R> {
+    #[inline]
+    fn drop(&mut self) {
+        self.release();
+    }
+}
 
 pin_project_lite::pin_project! {
     /// The future of [`Policy::call`] and its relatives (and of the tower
@@ -203,22 +246,22 @@ pin_project_lite::pin_project! {
     /// assert_eq!(stock.bulkhead().in_flight(), 0); // nothing taken before the first poll
     /// assert_eq!(futures_lite::future::block_on(call), Ok(7));
     /// ```
+    #[project = CallProj]
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct PolicyCall<R: Handle, D: Dispatch, K> {
-        policy: R,
+        // The policy, and the bulkhead slot once held (given back on drop).
+        slot: Slot<R>,
         budget: Option<Instant>,
         dispatch: D,
         classify: Option<K>,
         stage: Stage,
-        // The bulkhead: a wait for a slot (idle until one is needed), and
-        // whether the slot is held.
+        // A wait for a slot (idle until one is needed) and its deadline.
         #[pin]
-        waiter: SlotWaiter,
+        waiter: Waiter,
         slot_deadline: Instant,
         #[pin]
         slot_sleep: Option<SleepOf<R>>,
-        held: bool,
-        // The breaker's permit.
+        // The breaker's permit, while the call is pending.
         raw: Option<Raw>,
         // The call once made; its timeout once armed, and whether that
         // timeout is the caller's budget rather than `call_timeout`.
@@ -232,14 +275,12 @@ pin_project_lite::pin_project! {
     impl<R: Handle, D: Dispatch, K> PinnedDrop for PolicyCall<R, D, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            let parts = this.policy.parts();
+            let parts = this.slot.policy.parts();
             this.waiter.cancel(parts.bulkhead);
             if let Some(raw) = take_raw(this.raw) {
                 parts.breaker.abandon(raw);
             }
-            if core::mem::take(this.held) {
-                parts.bulkhead.release(1);
-            }
+            // The slot goes back as `slot` is dropped, next.
         }
     }
 }
@@ -252,20 +293,108 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
 
     pub(crate) fn new(policy: R, budget: Option<Instant>, dispatch: D, classify: K) -> Self {
         PolicyCall {
-            policy,
+            slot: Slot {
+                policy,
+                held: false,
+            },
             budget,
             dispatch,
             classify: Some(classify),
             stage: Stage::Start,
-            waiter: SlotWaiter::new(1),
+            waiter: Waiter::new(1),
             slot_deadline: Instant::ZERO,
             slot_sleep: None,
-            held: false,
             raw: None,
             fut: None,
             sleep: None,
             by_budget: false,
         }
+    }
+}
+
+impl<R, D, K, T, E> PolicyCall<R, D, K>
+where
+    R: Handle,
+    D: Dispatch,
+    D::Future: Future<Output = Result<T, E>>,
+    K: Judge<Result<T, E>>,
+{
+    /// [`poll`](Future::poll), with the verdict the breaker recorded (see
+    /// [`Settled`]): the retry loop's view of the call.
+    #[inline(always)]
+    pub(crate) fn poll_settled(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Settled<T, E>> {
+        self.poll_to(cx, |out, verdict| (out, verdict))
+    }
+
+    /// The poll itself, handing its output and the verdict to `to` (each
+    /// caller's own output is built in place, not moved out of a pair).
+    #[inline(always)]
+    fn poll_to<O>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        to: impl FnOnce(Result<T, Error<E>>, Option<Outcome>) -> O,
+    ) -> Poll<O> {
+        let mut this = self.project();
+        let name = this.slot.policy.parts().bulkhead.name();
+        // The breaker's permit while the call is polled: out of the future
+        // (see `breaker::fail_on_unwind`), so a call ready at its first
+        // poll never stores it.
+        let raw = match *this.stage {
+            Stage::Call => take_raw(this.raw),
+            Stage::Done => panic!("`PolicyCall` polled after completion"),
+            Stage::Start | Stage::Slot => match ready!(admit(&mut this, cx)) {
+                Ok(admitted) => Some(admitted),
+                Err(kind) => return Poll::Ready(to(Err(Error::new(name, kind)), None)),
+            },
+        };
+        // The call, polled once before its timeout is armed.
+        if let Poll::Ready((result, outcome)) = poll_in_breaker(&mut this, raw, cx) {
+            settle(&mut this, raw, outcome);
+            let out = result.map_err(|e| Error::new(name, ErrorKind::Call(e)));
+            return Poll::Ready(to(out, Some(outcome)));
+        }
+        let Parts {
+            clock,
+            call_timeout,
+            ..
+        } = this.slot.policy.parts();
+        if this.sleep.is_none() {
+            let now = clock.now();
+            let left = this.budget.map(|end| end.saturating_duration_since(now));
+            let limit = match left {
+                Some(left) if left < call_timeout => {
+                    *this.by_budget = true;
+                    left
+                }
+                _ => call_timeout,
+            };
+            this.sleep
+                .set(Some(clock.sleep_until(now.saturating_add(limit))));
+        }
+        let timer = this.sleep.as_mut().as_pin_mut().expect("armed just above");
+        ready!(timer.poll(cx));
+        // Out of time: the call is dropped now. Out of `call_timeout`, a
+        // failure of the system; cut short by the caller's budget, nothing
+        // is recorded.
+        this.fut.set(None);
+        this.sleep.set(None);
+        let by_budget = *this.by_budget;
+        let outcome = if by_budget {
+            Outcome::Ignored
+        } else {
+            Outcome::Failure
+        };
+        let raw = take_raw(this.raw);
+        settle(&mut this, raw, outcome);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "watertight::policy",
+            system = name,
+            reason = "deadline_exceeded",
+            by_budget,
+            "policy call ran out of time"
+        );
+        Poll::Ready(to(Err(Error::new(name, ErrorKind::DeadlineExceeded)), None))
     }
 }
 
@@ -279,201 +408,135 @@ where
     type Output = Result<T, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let Parts {
-            bulkhead,
-            breaker,
-            clock,
-            max_wait,
-            call_timeout,
-            ..
-        } = this.policy.parts();
-        let name = bulkhead.name();
-        let budget = *this.budget;
-        let fail = |kind| Poll::Ready(Err(Error::new(name, kind)));
-
-        if *this.stage == Stage::Start {
-            // 1. Bulkhead, outside: a free slot at once (no clock read); else
-            // a wait of `max_wait`, or what is left of the budget if less.
-            let slot = match bulkhead.try_acquire_uncounted() {
-                Err(AcquireError::Full) => {
-                    let wait = match budget {
-                        Some(end) if !max_wait.is_zero() => {
-                            max_wait.min(end.saturating_duration_since(clock.now()))
-                        }
-                        _ => max_wait,
-                    };
-                    if wait.is_zero() {
-                        // Counted as the bulkhead's own refusal.
-                        Some(bulkhead.try_acquire())
-                    } else {
-                        start_wait(bulkhead, wait, this.slot_deadline)
-                    }
-                }
-                // Closed: refused again through the counted path, so the
-                // bulkhead counts the refusal (and reports it, with
-                // `tracing`) itself.
-                Err(AcquireError::Closed) => Some(bulkhead.try_acquire()),
-                other => Some(other),
-            };
-            *this.stage = Stage::Slot;
-            match slot {
-                None => {}
-                Some(Ok(permit)) => {
-                    core::mem::forget(permit);
-                    *this.held = true;
-                }
-                Some(Err(e)) => {
-                    *this.stage = Stage::Done;
-                    return fail(slot_refusal(e));
-                }
-            }
-        }
-        if *this.stage == Stage::Slot && !*this.held {
-            match poll_wait(
-                bulkhead,
-                this.waiter.as_mut(),
-                *this.slot_deadline,
-                this.slot_sleep.as_mut(),
-                cx,
-            ) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(())) => *this.held = true,
-                Poll::Ready(Err(e)) => {
-                    *this.stage = Stage::Done;
-                    return fail(slot_refusal(e));
-                }
-            }
-        }
-        // The breaker's permit while the call is polled: out of the future
-        // (see `breaker::fail_on_unwind`), so a call ready at its first poll
-        // never stores it.
-        let mut raw = None;
-        if *this.stage == Stage::Slot {
-            // 2. Breaker, inside: a refusal gives the slot back at once.
-            match breaker.acquire_raw() {
-                Ok(admitted) => raw = Some(admitted),
-                Err(why) => {
-                    *this.held = false;
-                    bulkhead.release(1);
-                    *this.stage = Stage::Done;
-                    return fail(ErrorKind::CircuitOpen(why));
-                }
-            }
-            *this.stage = Stage::Call;
-            // 3. Deadline, innermost. A budget already spent does not start
-            // the call: the system did nothing wrong, so nothing is recorded.
-            if let Some(end) = budget {
-                if clock.now() >= end {
-                    if let Some(raw) = raw {
-                        breaker.finish(raw, Outcome::Ignored);
-                    }
-                    *this.held = false;
-                    bulkhead.release(1);
-                    *this.stage = Stage::Done;
-                    #[cfg(feature = "tracing")]
-                    tracing::debug!(
-                        target: "watertight::policy",
-                        system = name,
-                        reason = "deadline_exceeded",
-                        by_budget = true,
-                        "policy refused a call"
-                    );
-                    return fail(ErrorKind::DeadlineExceeded);
-                }
-            }
-        }
-        assert!(
-            *this.stage == Stage::Call,
-            "`PolicyCall` polled after completion"
-        );
-
-        // The call, polled once before a timer is armed. A panic in it is a
-        // failure, recorded as it unwinds (see `breaker::fail_on_unwind`).
-        let raw = raw.or_else(|| take_raw(this.raw));
-        let polled = fail_on_unwind(breaker, raw, || {
-            poll_call(this.dispatch, this.fut.as_mut(), cx)
-        });
-        let result = match polled {
-            Poll::Ready(result) => result,
-            Poll::Pending => {
-                *this.raw = raw;
-                if this.sleep.is_none() {
-                    let now = clock.now();
-                    let limit = match budget {
-                        Some(end) if end.saturating_duration_since(now) < call_timeout => {
-                            *this.by_budget = true;
-                            end.saturating_duration_since(now)
-                        }
-                        _ => call_timeout,
-                    };
-                    this.sleep
-                        .set(Some(clock.sleep_until(now.saturating_add(limit))));
-                }
-                let timer = this.sleep.as_mut().as_pin_mut().expect("armed just above");
-                if timer.poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                // Out of time: the call is dropped now. Out of
-                // `call_timeout`, a failure of the system; cut short by the
-                // caller's budget, nothing is recorded.
-                this.fut.set(None);
-                this.sleep.set(None);
-                let outcome = if *this.by_budget {
-                    Outcome::Ignored
-                } else {
-                    Outcome::Failure
-                };
-                if let Some(raw) = take_raw(this.raw) {
-                    breaker.finish(raw, outcome);
-                }
-                *this.held = false;
-                bulkhead.release(1);
-                *this.stage = Stage::Done;
-                #[cfg(feature = "tracing")]
-                tracing::debug!(
-                    target: "watertight::policy",
-                    system = name,
-                    reason = "deadline_exceeded",
-                    by_budget = *this.by_budget,
-                    "policy call ran out of time"
-                );
-                return fail(ErrorKind::DeadlineExceeded);
-            }
-        };
-        this.fut.set(None);
-        this.sleep.set(None);
-        let classify = this.classify.take().expect("classifier taken once");
-        let outcome = fail_on_unwind(breaker, raw, || classify.judge(&result));
-        if let Some(raw) = raw {
-            breaker.finish(raw, outcome);
-        }
-        *this.held = false;
-        bulkhead.release(1);
-        *this.stage = Stage::Done;
-        Poll::Ready(result.map_err(|e| Error::new(name, ErrorKind::Call(e))))
+        self.poll_to(cx, |out, _| out)
     }
 }
 
-/// Starts a slot wait of `wait`; `None` means "wait".
-fn start_wait<'b, C: Timer>(
-    bulkhead: &'b Bulkhead<C>,
-    wait: Duration,
-    deadline: &mut Instant,
-) -> Option<Result<crate::Permit<'b, C>, AcquireError>> {
-    *deadline = bulkhead.clock().now().saturating_add(wait);
-    None
+/// What lets the call start, in order: 1. a bulkhead slot, 2. the breaker's
+/// permit, 3. a budget not spent yet. `Ok`: the permit, with the slot held.
+/// A refusal settles the call.
+#[inline(always)]
+fn admit<R: Handle, D: Dispatch, K, E>(
+    this: &mut CallProj<'_, R, D, K>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Raw, ErrorKind<E>>> {
+    let Parts {
+        bulkhead,
+        breaker,
+        clock,
+        max_wait,
+        ..
+    } = this.slot.policy.parts();
+    let budget = *this.budget;
+    if *this.stage == Stage::Start {
+        // 1. Bulkhead, outside: a free slot at once (no clock read); else
+        // a wait of `max_wait`, or what is left of the budget if less.
+        match bulkhead.try_acquire_uncounted() {
+            Ok(()) => this.slot.held = true,
+            Err(e) => {
+                let wait = match (e, budget) {
+                    (AcquireError::Full, Some(end)) if !max_wait.is_zero() => {
+                        max_wait.min(end.saturating_duration_since(clock.now()))
+                    }
+                    (AcquireError::Full, _) => max_wait,
+                    _ => Duration::ZERO,
+                };
+                if wait.is_zero() {
+                    // Refused at once: counted (and, with `tracing`,
+                    // reported) as the bulkhead's own refusal.
+                    let kind = slot_refusal(bulkhead.count_rejection(e));
+                    settle(this, None, Outcome::Ignored);
+                    return Poll::Ready(Err(kind));
+                }
+                *this.slot_deadline = bulkhead.clock().now().saturating_add(wait);
+                *this.stage = Stage::Slot;
+            }
+        }
+    }
+    if *this.stage == Stage::Slot {
+        let waited = poll_until(
+            bulkhead,
+            this.waiter.as_mut(),
+            *this.slot_deadline,
+            this.slot_sleep.as_mut(),
+            cx,
+        );
+        if let Err(e) = ready!(waited) {
+            settle(this, None, Outcome::Ignored);
+            return Poll::Ready(Err(slot_refusal(e)));
+        }
+        this.slot.held = true;
+    }
+    // 2. Breaker, inside: a refusal gives the slot back at once.
+    let raw = match breaker.acquire_raw() {
+        Ok(raw) => raw,
+        Err(why) => {
+            settle(this, None, Outcome::Ignored);
+            return Poll::Ready(Err(ErrorKind::CircuitOpen(why)));
+        }
+    };
+    *this.stage = Stage::Call;
+    // 3. Deadline, innermost. A budget already spent does not start the
+    // call: the system did nothing wrong, so nothing is recorded.
+    if budget.is_some_and(|end| clock.now() >= end) {
+        #[cfg(feature = "tracing")]
+        let name = bulkhead.name();
+        settle(this, Some(raw), Outcome::Ignored);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            target: "watertight::policy",
+            system = name,
+            reason = "deadline_exceeded",
+            by_budget = true,
+            "policy refused a call"
+        );
+        return Poll::Ready(Err(ErrorKind::DeadlineExceeded));
+    }
+    Poll::Ready(Ok(raw))
 }
 
-/// Polls a slot wait; `Ready(Ok(()))` means the slot is held.
-fn poll_wait<C: Timer>(
-    bulkhead: &Bulkhead<C>,
-    waiter: Pin<&mut SlotWaiter>,
-    deadline: Instant,
-    sleep: Pin<&mut Option<C::Sleep>>,
+/// The call's end, however it ends, in one step: the breaker's permit (if
+/// it got one) records `outcome`, once; the slot (if held) goes back; the
+/// future is done.
+#[inline(always)]
+fn settle<R: Handle, D: Dispatch, K>(
+    this: &mut CallProj<'_, R, D, K>,
+    raw: Option<Raw>,
+    outcome: Outcome,
+) {
+    if let Some(raw) = raw {
+        this.slot.policy.parts().breaker.finish(raw, outcome);
+    }
+    this.slot.release();
+    *this.stage = Stage::Done;
+}
+
+/// The call under the breaker's permit: the breaker's part of a running
+/// call, in one place. The call is polled (started first, if need be) with
+/// the permit `raw` out of the future, so that a panic in it records a
+/// failure as it unwinds (see `breaker::fail_on_unwind`); while it is
+/// pending the permit goes back into the future. Once it is done, its
+/// result is classified, under the permit too. Recording the verdict is
+/// [`settle`]'s.
+#[inline(always)]
+fn poll_in_breaker<R: Handle, D: Dispatch, K: Judge<OutputOf<D>>>(
+    this: &mut CallProj<'_, R, D, K>,
+    raw: Option<Raw>,
     cx: &mut Context<'_>,
-) -> Poll<Result<(), AcquireError>> {
-    crate::bulkhead::poll_until(bulkhead, waiter, deadline, sleep, cx)
+) -> Poll<(OutputOf<D>, Outcome)> {
+    let breaker = this.slot.policy.parts().breaker;
+    let polled = fail_on_unwind(breaker, raw, || {
+        poll_call(this.dispatch, this.fut.as_mut(), cx)
+    });
+    let Poll::Ready(result) = polled else {
+        *this.raw = raw;
+        return Poll::Pending;
+    };
+    this.fut.set(None);
+    this.sleep.set(None);
+    let classify = this.classify.take().expect("classifier taken once");
+    let outcome = fail_on_unwind(breaker, raw, || classify.judge(&result));
+    Poll::Ready((result, outcome))
 }
 
 /// The policy's error for a slot that was not had.
@@ -503,7 +566,7 @@ impl<R: Handle, D: Dispatch, K> fmt::Debug for PolicyCall<R, D, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyCall")
             .field("stage", &self.stage)
-            .field("slot_held", &self.held)
+            .field("slot_held", &self.slot.held)
             .field("running", &self.fut.is_some())
             .finish_non_exhaustive()
     }

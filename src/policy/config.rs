@@ -1,6 +1,11 @@
 //! A policy's configuration: its builder, its typed errors, its fields.
 
-use super::*;
+use core::fmt;
+use core::time::Duration;
+
+use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
+use crate::bulkhead::Bulkhead;
+use crate::retry::{RetryConfig, RetryConfigBuilder, RetryConfigError};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
 /// a bulkhead is a fail-fast limit, not a queue (wait for a slot 100 ms or
@@ -150,7 +155,7 @@ impl PolicyConfig {
         &self.breaker
     }
 
-    /// How calls marked idempotent are retried ([`Policy::call_idempotent`]).
+    /// How calls marked idempotent are retried ([`Policy::call_idempotent`](super::Policy::call_idempotent)).
     ///
     /// # Examples
     ///
@@ -290,8 +295,8 @@ impl PolicyConfigBuilder {
 
     /// How calls marked idempotent are retried (default: see
     /// [`RetryConfig`]); checked by [`build`](Self::build). Only
-    /// [`Policy::call_idempotent`] and its relatives retry: a plain
-    /// [`call`](Policy::call) never does.
+    /// [`Policy::call_idempotent`](super::Policy::call_idempotent) and its
+    /// relatives retry: a plain [`call`](super::Policy::call) never does.
     ///
     /// # Examples
     ///

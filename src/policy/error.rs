@@ -1,8 +1,11 @@
 //! What a policy call returns when it does not return the system's answer.
 
-use super::*;
+use core::fmt;
+use core::time::Duration;
 
-/// Why a call made through a [`Policy`] did not return the system's answer.
+use crate::breaker::Rejection;
+
+/// Why a call made through a [`Policy`](super::Policy) did not return the system's answer.
 ///
 /// Every variant but [`Call`](ErrorKind::Call) means "system unavailable":
 /// see [`Error::is_unavailable`].
@@ -48,7 +51,7 @@ pub enum ErrorKind<E> {
     Call(E),
 }
 
-/// The error of [`Policy::call`]: which layer refused, or the call's own
+/// The error of [`Policy::call`](super::Policy::call): which layer refused, or the call's own
 /// error, with the system's name.
 ///
 /// # Examples

@@ -19,29 +19,28 @@
 
 use core::fmt;
 use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use core::time::Duration;
 
-#[cfg(feature = "alloc")]
-use crate::breaker::Heap;
 use crate::breaker::{
-    err_is_failure, fail_on_unwind, take_raw, BreakerConfig, BreakerConfigError, BreakerField,
-    CircuitBreaker, ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
+    err_is_failure, CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
 };
-use crate::bulkhead::{AcquireError, Bulkhead};
+#[cfg(feature = "alloc")]
+use crate::breaker::{BreakerConfig, Heap};
+use crate::bulkhead::Bulkhead;
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 use crate::limit::{AdaptiveLimit, LimitAlgorithm, Signal};
-use crate::retry::{Jitter, RetryBudget, RetryConfig, RetryConfigBuilder, RetryConfigError};
-use crate::sync::{AtomicUsize, Ordering};
+use crate::retry::{Jitter, RetryBudget, RetryConfig};
+use crate::sync::AtomicUsize;
 
 mod call;
 mod config;
 mod error;
 mod retry;
 
-pub(crate) use call::{Dispatch, Handle, Judge, Redispatch};
+// For the tower services, which start and judge calls their own way.
+#[cfg(feature = "tower")]
+pub(crate) use call::{Dispatch, Judge, Redispatch};
 pub use call::{Make, PolicyCall};
 pub use config::{
     PolicyConfig, PolicyConfigBuilder, PolicyConfigError, PolicyField, LONGEST_USUAL_MAX_WAIT,

@@ -1,7 +1,19 @@
 //! Retries: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.
 
-use super::call::SleepOf;
-use super::*;
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use super::call::{Dispatch, Handle, Judge, PolicyCall, Redispatch, SleepOf};
+use super::error::{Error, ErrorKind};
+use super::{Policy, Retries};
+use crate::breaker::{err_is_failure, ErrIsFailure, Outcome, WindowStorage};
+use crate::clock::{Clock, Instant, Timer};
+use crate::deadline::Deadline;
+use crate::retry::{RetryBudget, RetryConfig};
+use crate::sync::Ordering;
 
 // ---------------------------------------------------------------------------
 // Retries: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.
@@ -279,8 +291,8 @@ impl<'p, C, const N: usize, W, B, F, K, H> Retrying<'p, C, N, W, B, F, K, H> {
         self
     }
 
-    /// With a classifier (called once or twice per attempt: keep it pure).
-    /// Only what it calls a [`Failure`](Outcome::Failure) is retried.
+    /// With a classifier (called once per attempt, on a clone: keep it
+    /// pure). Only what it calls a [`Failure`](Outcome::Failure) is retried.
     ///
     /// # Examples
     ///
@@ -526,7 +538,6 @@ where
         let handle: &R = this.policy;
         let parts = handle.parts();
         let (retry, clock) = (parts.retry, parts.clock);
-        #[cfg(feature = "tracing")]
         let name = parts.bulkhead.name();
         loop {
             if let Some(sleep) = this.backoff.as_mut().as_pin_mut() {
@@ -549,112 +560,127 @@ where
                 .as_mut()
                 .as_pin_mut()
                 .expect("`RetryCall` polled after completion");
-            let out = core::task::ready!(call.as_mut().poll(cx));
+            // The attempt's output and the verdict its breaker recorded.
+            let (out, verdict) = core::task::ready!(call.as_mut().poll_settled(cx));
             let next = call.dispatch_mut().take_back();
             this.attempt.set(None);
 
-            // What the attempt says about the system, and whether to retry.
-            let (out, reason) = match out {
-                // An answer the classifier calls a failure (an HTTP client's
-                // `Ok(503)`) is retried like an error.
-                Ok(v) => {
-                    let judged: Result<T, E> = Ok(v);
-                    let outcome = this.classify.clone().judge(&judged);
-                    let Ok(v) = judged else {
-                        unreachable!("made as an answer just above")
-                    };
-                    match outcome {
-                        Outcome::Failure => (Ok(v), RetryReason::Failure),
-                        Outcome::Success => {
-                            retry.budget.succeeded();
-                            return Poll::Ready(Ok(v));
-                        }
-                        _ => return Poll::Ready(Ok(v)),
-                    }
-                }
-                Err(Error {
-                    system,
-                    kind: ErrorKind::Call(e),
-                }) => {
-                    let judged: Result<T, E> = Err(e);
-                    let outcome = this.classify.clone().judge(&judged);
-                    let Err(e) = judged else {
-                        unreachable!("made as an error just above")
-                    };
-                    let err = Error::new(system, ErrorKind::Call(e));
-                    match outcome {
-                        Outcome::Failure => (Err(err), RetryReason::Failure),
-                        Outcome::Success => {
-                            retry.budget.succeeded();
-                            return Poll::Ready(Err(err));
-                        }
-                        _ => return Poll::Ready(Err(err)),
-                    }
-                }
-                Err(err) if matches!(err.kind(), ErrorKind::DeadlineExceeded) => {
-                    let now = clock.now();
-                    // Out of the request's budget, not the call timeout:
-                    // nothing to say about the system, no time to retry.
-                    if this.budget.is_some_and(|end| now >= end) {
-                        return Poll::Ready(Err(err));
-                    }
-                    (Err(err), RetryReason::Timeout)
-                }
-                // A refusal by the policy's own layers: stop.
-                Err(err) => return Poll::Ready(Err(err)),
-            };
-
-            // A retryable failure: it takes its token whatever comes next.
-            if *this.attempts >= retry.config.max_attempts() {
-                retry.budget.failed();
+            let budget = *this.budget;
+            let Some(reason) = retry.reason(&out, verdict, budget, clock) else {
                 return Poll::Ready(out);
-            }
-            let now = clock.now();
-            let hinted = match &out {
+            };
+            let hint = &mut *this.hint;
+            let hinted = || match &out {
                 Err(Error {
                     kind: ErrorKind::Call(e),
                     ..
-                }) => this.hint.retry_after(e),
+                }) => hint.retry_after(e),
                 _ => None,
             };
-            let wait = hinted
-                .unwrap_or_else(|| retry.jitter.up_to(retry.config.backoff_cap(*this.attempts)));
-            let start = now.saturating_add(wait);
-            if let Some(end) = *this.budget {
-                if end.saturating_duration_since(start) < retry.config.min_attempt_time() {
-                    retry.budget.failed();
-                    return Poll::Ready(out);
-                }
-            }
-            if !retry.budget.failed_may_retry() {
-                retry.budget_exhausted.fetch_add(1, Ordering::Relaxed);
-                #[cfg(feature = "tracing")]
-                tracing::debug!(
-                    target: "watertight::policy",
-                    system = name,
-                    "retry budget exhausted: the failed call is not retried"
-                );
+            let start = retry.backoff(name, reason, *this.attempts, hinted, budget, clock);
+            let Some(start) = start else {
                 return Poll::Ready(out);
-            }
-            match reason {
-                RetryReason::Failure => &retry.after_failure,
-                RetryReason::Timeout => &retry.after_timeout,
-            }
-            .fetch_add(1, Ordering::Relaxed);
-            #[cfg(feature = "tracing")]
-            tracing::info!(
-                target: "watertight::policy",
-                system = name,
-                reason = match reason {
-                    RetryReason::Failure => "failure",
-                    RetryReason::Timeout => "timeout",
-                },
-                attempt = *this.attempts + 1,
-                backoff_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                "retrying a call"
-            );
+            };
             *this.next = Some(next);
             this.backoff.set(Some(clock.sleep_until(start)));
         }
+    }
+}
+
+impl Retries {
+    /// Why the attempt that ended with `out` (and `verdict`, see
+    /// [`Settled`](super::call::Settled)) is to be retried, or `None`: a
+    /// success (a token back to the budget), a refusal by the policy's own
+    /// layers, or out of the request's `budget`.
+    fn reason<T, E, C: Clock>(
+        &self,
+        out: &Result<T, Error<E>>,
+        verdict: Option<Outcome>,
+        budget: Option<Instant>,
+        clock: &C,
+    ) -> Option<RetryReason> {
+        match verdict {
+            // A result the classifier calls a failure (an error, or an HTTP
+            // client's `Ok(503)`) is retried.
+            Some(Outcome::Failure) => Some(RetryReason::Failure),
+            Some(Outcome::Success) => {
+                self.budget.succeeded();
+                None
+            }
+            Some(_) => None,
+            // Ended by the policy. Out of the call timeout: retried. Out of
+            // the request's budget: nothing to say about the system, and no
+            // time to retry. A refusal by the policy's own layers: stop.
+            None => match out {
+                Err(err) if matches!(err.kind(), ErrorKind::DeadlineExceeded) => {
+                    let spent = budget.is_some_and(|end| clock.now() >= end);
+                    (!spent).then_some(RetryReason::Timeout)
+                }
+                _ => None,
+            },
+        }
+    }
+
+    /// When the retry after attempt number `attempts` starts, or `None`
+    /// when there is none: out of attempts, no time left in the request's
+    /// `budget` after the backoff (the jittered one, or the error's `hint`),
+    /// or the retry budget said no. A retryable failure takes its token
+    /// whatever comes next; a retry is counted (and, with `tracing`,
+    /// reported) by `reason`.
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn backoff<C: Clock>(
+        &self,
+        name: &'static str,
+        reason: RetryReason,
+        attempts: u32,
+        hint: impl FnOnce() -> Option<Duration>,
+        budget: Option<Instant>,
+        clock: &C,
+    ) -> Option<Instant> {
+        if attempts >= self.config.max_attempts() {
+            self.budget.failed();
+            return None;
+        }
+        let now = clock.now();
+        let wait = hint().unwrap_or_else(|| self.jitter.up_to(self.config.backoff_cap(attempts)));
+        let start = now.saturating_add(wait);
+        if let Some(end) = budget {
+            // No backoff sleeps to the budget's end or past it (no attempt
+            // could start there), whatever the config's `min_attempt_time`,
+            // zero included.
+            if start >= end || end.saturating_duration_since(start) < self.config.min_attempt_time()
+            {
+                self.budget.failed();
+                return None;
+            }
+        }
+        if !self.budget.failed_may_retry() {
+            self.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "tracing")]
+            tracing::debug!(
+                target: "watertight::policy",
+                system = name,
+                "retry budget exhausted: the failed call is not retried"
+            );
+            return None;
+        }
+        match reason {
+            RetryReason::Failure => &self.after_failure,
+            RetryReason::Timeout => &self.after_timeout,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            target: "watertight::policy",
+            system = name,
+            reason = match reason {
+                RetryReason::Failure => "failure",
+                RetryReason::Timeout => "timeout",
+            },
+            attempt = attempts + 1,
+            backoff_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            "retrying a call"
+        );
+        Some(start)
     }
 }
