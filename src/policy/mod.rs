@@ -26,8 +26,8 @@ use core::time::Duration;
 #[cfg(feature = "alloc")]
 use crate::breaker::Heap;
 use crate::breaker::{
-    err_is_failure, fail_on_unwind, take_raw, BreakerConfig, BreakerConfigError, BreakerField,
-    CircuitBreaker, ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
+    fail_on_unwind, take_raw, BreakerConfig, BreakerConfigError, BreakerField, CircuitBreaker,
+    ErrIsFailure, Guard, Inline, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Clock, Instant, Timer};
@@ -411,14 +411,14 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     /// assert_eq!(err.into_inner(), Some("declined"));
     /// # });
     /// ```
-    pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
+    pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure>
     where
         C: Timer + Clone,
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        PolicyCall::new(self, None, Make(Some(make)), err_is_failure)
+        PolicyCall::new(self, None, Make(Some(make)), ErrIsFailure)
     }
 
     /// Like [`call`](Self::call), with a classifier that says which results
@@ -492,19 +492,14 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         &self,
         budget: &Deadline<C>,
         make: F,
-    ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
+    ) -> PolicyCall<&Self, Make<F>, ErrIsFailure>
     where
         C: Timer + Clone,
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        PolicyCall::new(
-            self,
-            Some(budget.instant()),
-            Make(Some(make)),
-            err_is_failure,
-        )
+        PolicyCall::new(self, Some(budget.instant()), Make(Some(make)), ErrIsFailure)
     }
 
     /// [`call_within`](Self::call_within) with a classifier.

@@ -132,7 +132,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     pub fn call_idempotent<F, Fut, T, E>(
         &self,
         make: F,
-    ) -> Retrying<'_, C, N, W, B, F, ErrIsFailure<T, E>, NoHint>
+    ) -> Retrying<'_, C, N, W, B, F, ErrIsFailure, NoHint>
     where
         C: Timer,
         B: Clock,
@@ -143,7 +143,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
             policy: self,
             budget: None,
             make,
-            classify: err_is_failure,
+            classify: ErrIsFailure,
             hint: NoHint,
         }
     }
@@ -358,7 +358,7 @@ where
     B: Clock,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    K: Fn(&Result<T, E>) -> Outcome + Clone,
+    K: Judge<Result<T, E>> + Clone,
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;
@@ -390,7 +390,7 @@ where
 /// type Lookup<'p> = RetryCall<
 ///     &'p Policy<&'p ManualClock>,
 ///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
-///     watertight::breaker::ErrIsFailure<u32, ()>,
+///     watertight::breaker::ErrIsFailure,
 ///     NoHint,
 /// >;
 /// let clock = ManualClock::new();
@@ -443,7 +443,7 @@ pin_project_lite::pin_project! {
     /// type Lookup<'p> = RetryCall<
     ///     &'p Policy<&'p ManualClock>,
     ///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
-    ///     ErrIsFailure<u32, ()>,
+    ///     ErrIsFailure,
     ///     NoHint,
     /// >;
     ///
