@@ -172,7 +172,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         // One event per refusal, at DEBUG: refusals come at the rate of
         // traffic (the counter above is what dashboards read).
         #[cfg(feature = "tracing")]
+        // The breaker's module as the target, not this file's.
         tracing::debug!(
+            target: "watertight::breaker",
             system = self.name,
             reason = match why {
                 Rejection::Open { .. } => "open",
@@ -517,6 +519,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         // One event per transition, by the thread that made it.
         #[cfg(feature = "tracing")]
         tracing::info!(
+            target: "watertight::breaker",
             system = self.name,
             from = State::from_bits(word::state(from)).as_str(),
             to = State::from_bits(word::state(to)).as_str(),
