@@ -250,7 +250,7 @@ pub mod tower;
 
 pub use breaker::{
     BreakerConfig, BreakerConfigError, BreakerMetrics, CallError, CallPermit, CircuitBreaker,
-    Outcome, Rejection,
+    Classify, Outcome, Rejection,
 };
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use bulkhead::OwnedPermit;

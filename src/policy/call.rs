@@ -237,7 +237,7 @@ pin_project_lite::pin_project! {
     /// type Lookup<'p> = PolicyCall<
     ///     &'p Policy<&'p ManualClock>,
     ///     Make<fn() -> Ready<Result<u32, ()>>>,
-    ///     ErrIsFailure<u32, ()>,
+    ///     ErrIsFailure,
     /// >;
     ///
     /// let clock = ManualClock::new();

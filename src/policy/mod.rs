@@ -22,7 +22,7 @@ use core::future::Future;
 use core::time::Duration;
 
 use crate::breaker::{
-    err_is_failure, CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
+    CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
 };
 #[cfg(feature = "alloc")]
 use crate::breaker::{BreakerConfig, Heap};
@@ -410,14 +410,14 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     /// assert_eq!(err.into_inner(), Some("declined"));
     /// # });
     /// ```
-    pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
+    pub fn call<F, Fut, T, E>(&self, make: F) -> PolicyCall<&Self, Make<F>, ErrIsFailure>
     where
         C: Timer + Clone,
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        PolicyCall::new(self, None, Make(Some(make)), err_is_failure)
+        PolicyCall::new(self, None, Make(Some(make)), ErrIsFailure)
     }
 
     /// Like [`call`](Self::call), with a classifier that says which results
@@ -491,19 +491,14 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         &self,
         budget: &Deadline<C>,
         make: F,
-    ) -> PolicyCall<&Self, Make<F>, ErrIsFailure<T, E>>
+    ) -> PolicyCall<&Self, Make<F>, ErrIsFailure>
     where
         C: Timer + Clone,
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        PolicyCall::new(
-            self,
-            Some(budget.instant()),
-            Make(Some(make)),
-            err_is_failure,
-        )
+        PolicyCall::new(self, Some(budget.instant()), Make(Some(make)), ErrIsFailure)
     }
 
     /// [`call_within`](Self::call_within) with a classifier.

@@ -9,7 +9,7 @@ use core::time::Duration;
 use super::call::{Dispatch, Handle, Judge, PolicyCall, Redispatch, SleepOf};
 use super::error::{Error, ErrorKind};
 use super::{Policy, Retries};
-use crate::breaker::{err_is_failure, ErrIsFailure, Outcome, WindowStorage};
+use crate::breaker::{ErrIsFailure, Outcome, WindowStorage};
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 use crate::retry::{RetryBudget, RetryConfig};
@@ -144,7 +144,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     pub fn call_idempotent<F, Fut, T, E>(
         &self,
         make: F,
-    ) -> Retrying<'_, C, N, W, B, F, ErrIsFailure<T, E>, NoHint>
+    ) -> Retrying<'_, C, N, W, B, F, ErrIsFailure, NoHint>
     where
         C: Timer,
         B: Clock,
@@ -155,7 +155,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
             policy: self,
             budget: None,
             make,
-            classify: err_is_failure,
+            classify: ErrIsFailure,
             hint: NoHint,
         }
     }
@@ -370,7 +370,7 @@ where
     B: Clock,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    K: Fn(&Result<T, E>) -> Outcome + Clone,
+    K: Judge<Result<T, E>> + Clone,
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;
@@ -402,7 +402,7 @@ where
 /// type Lookup<'p> = RetryCall<
 ///     &'p Policy<&'p ManualClock>,
 ///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
-///     watertight::breaker::ErrIsFailure<u32, ()>,
+///     watertight::breaker::ErrIsFailure,
 ///     NoHint,
 /// >;
 /// let clock = ManualClock::new();
@@ -455,7 +455,7 @@ pin_project_lite::pin_project! {
     /// type Lookup<'p> = RetryCall<
     ///     &'p Policy<&'p ManualClock>,
     ///     MakeMut<fn() -> Ready<Result<u32, ()>>>,
-    ///     ErrIsFailure<u32, ()>,
+    ///     ErrIsFailure,
     ///     NoHint,
     /// >;
     ///
