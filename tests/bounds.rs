@@ -144,7 +144,7 @@ mod tower_futures {
     use super::*;
     use std::future::Ready;
     use watertight::clock::TokioClock;
-    use watertight::tower::{BreakerFuture, ErrorIsFailure, IdempotentPolicyFuture, PolicyFuture};
+    use watertight::tower::{BreakerFuture, ErrIsFailure, IdempotentPolicyFuture, PolicyFuture};
     use watertight::CircuitBreaker;
 
     const fn send_static<T: Send + 'static>() {}
@@ -166,7 +166,7 @@ mod tower_futures {
         }
     }
 
-    const _: () = send_static::<PolicyFuture<TokioClock, 64, Echo, u32, ErrorIsFailure>>();
+    const _: () = send_static::<PolicyFuture<TokioClock, 64, Echo, u32, ErrIsFailure>>();
     const _: () = send_static::<PolicyFuture<Arc<ManualClock>, 8, Echo, u32>>();
     const _: () = send_static::<IdempotentPolicyFuture<TokioClock, 64, Echo, u32>>();
     const _: () = send_static::<IdempotentPolicyFuture<Arc<ManualClock>, 8, Echo, u32>>();
@@ -174,7 +174,7 @@ mod tower_futures {
         BreakerFuture<
             CircuitBreaker<TokioClock, 64>,
             Ready<Result<u32, std::io::Error>>,
-            ErrorIsFailure,
+            ErrIsFailure,
         >,
     >();
 }

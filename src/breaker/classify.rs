@@ -155,19 +155,9 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
     }
 }
 
-// The policy's classifier trait, until it becomes `Classify` too (issue 26,
-// item 2): `Policy::call` and `Policy::call_idempotent` classify with
-// `ErrIsFailure`.
-impl<T, E> crate::policy::Judge<Result<T, E>> for ErrIsFailure {
-    #[inline]
-    fn judge(self, output: &Result<T, E>) -> Outcome {
-        err_is_failure(output)
-    }
-}
-
 /// What [`ErrIsFailure`] says, as a function.
 #[inline]
-pub(crate) fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
+fn err_is_failure<T, E>(result: &Result<T, E>) -> Outcome {
     match result {
         Ok(_) => Outcome::Success,
         Err(_) => Outcome::Failure,

@@ -67,16 +67,14 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use call::Call;
 #[cfg(feature = "tower")]
-pub(crate) use classify::err_is_failure;
 pub use classify::{Classify, ErrIsFailure, Outcome};
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
 pub use error::{CallError, Rejection};
 pub use permit::CallPermit;
-// The seam for the tower service's and the policy's call futures, which
-// are switched to it next (issue 26); `Call` is built on it already.
-#[allow(unused_imports)]
+// The seam every call future is built on: `Call`, the tower breaker
+// service's and the policy's.
 pub(crate) use permit::Admission;
-pub(crate) use permit::{fail_on_unwind, take_raw, Guard, Raw};
+pub(crate) use permit::{Guard, Raw};
 pub use state::{BreakerMetrics, OnTransition, State, Transition};
 #[cfg(feature = "alloc")]
 pub use window::Heap;

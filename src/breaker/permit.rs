@@ -230,19 +230,6 @@ pub(crate) fn fail_on_unwind<B: Guard + ?Sized, R>(
     r
 }
 
-/// Takes the permit out of a future's field, reading its start only if
-/// there is one. `Option::take` reads the whole field, and for `None` its
-/// first eight bytes are whatever the stack slot last held: a narrower store
-/// there (a neighbour's byte, say) makes that wide load stall on store
-/// forwarding, which cost a ready `call` half again its time in the bench.
-#[inline(always)]
-pub(crate) fn take_raw(field: &mut Option<Raw>) -> Option<Raw> {
-    if field.is_none() {
-        return None;
-    }
-    field.take()
-}
-
 /// Armed by [`fail_on_unwind`]: dropped only by an unwind, it records a
 /// failure on the permit it holds.
 #[cfg(feature = "std")]
@@ -420,7 +407,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> Guard
 /// Everything a call ready at its first poll needs is inlined and kept in
 /// registers: the breaker, the classifier and the permit are taken out of
 /// the future before the call is polled and put back only if it is pending
-/// (see [`fail_on_unwind`] and [`take_raw`]). Under `std`, a panic in the
+/// (see [`fail_on_unwind`] and [`Admission::take_raw`]). Under `std`, a panic in the
 /// call or the classifier records a failure as it unwinds out of the poll.
 ///
 /// ```text
@@ -481,14 +468,23 @@ impl<K> Admission<K> {
 
     /// Admitted already, with `raw` (from [`Guard::acquire_raw`], asked
     /// before the first poll: the tower service asks when it is called).
-    // For the tower service's future, switched to the seam next (issue 26).
-    #[allow(dead_code)]
     #[inline(always)]
     pub(crate) const fn admitted(raw: Raw, classify: K) -> Self {
         Admission {
             start: raw.start,
             tag: Some(raw.tag()),
             classify: Some(classify),
+        }
+    }
+
+    /// Refused before the first poll (the tower service asks when it is
+    /// called): done, with no permit and no classifier.
+    #[inline(always)]
+    pub(crate) const fn refused() -> Self {
+        Admission {
+            start: Instant::ZERO,
+            tag: None,
+            classify: None,
         }
     }
 
@@ -505,8 +501,12 @@ impl<K> Admission<K> {
         self.tag.is_some()
     }
 
-    /// Takes the permit out, reading its start only if there is one (as
-    /// [`take_raw`] does for an `Option<Raw>`).
+    /// Takes the permit out, reading its start only if there is one.
+    /// `Option::take` on an `Option<Raw>` reads the whole field, and for
+    /// `None` its first eight bytes are whatever the stack slot last held:
+    /// a narrower store there (a neighbour's byte, say) makes that wide load
+    /// stall on store forwarding, which cost a ready `call` half again its
+    /// time in the bench.
     #[inline(always)]
     fn take_raw(&mut self) -> Option<Raw> {
         let tag = self.tag.take()?;
@@ -543,11 +543,16 @@ impl<K> Admission<K> {
         F: Future<Output = Result<T, E>>,
         K: Classify<T, E>,
     {
-        self.poll_with(breaker, None, move || call.poll(cx))
+        match self.poll_with(breaker, None, move || call.poll(cx)) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok((result, _))) => Poll::Ready(Ok(result)),
+            Poll::Ready(Err(why)) => Poll::Ready(Err(why)),
+        }
     }
 
     /// [`poll`](Self::poll) for a call that is not a pinned future: `poll`
-    /// polls it (making it first, say). `admitted` is a permit the caller
+    /// polls it (making it first, say). Ready, it hands on the outcome it
+    /// recorded beside the result (the policy's retry loop decides on it). `admitted` is a permit the caller
     /// has just taken with [`Guard::acquire_raw`] in this same poll (kept
     /// in registers rather than stored here); with `None`, the permit held
     /// is used, or the breaker is asked.
@@ -561,7 +566,7 @@ impl<K> Admission<K> {
         breaker: &B,
         admitted: Option<Raw>,
         poll: impl FnOnce() -> Poll<Result<T, E>>,
-    ) -> Poll<Result<Result<T, E>, Rejection>>
+    ) -> Poll<Result<(Result<T, E>, Outcome), Rejection>>
     where
         B: Guard + ?Sized,
         K: Classify<T, E>,
@@ -602,15 +607,13 @@ impl<K> Admission<K> {
             }
         };
         breaker.finish(raw, outcome);
-        Poll::Ready(Ok(result))
+        Poll::Ready(Ok((result, outcome)))
     }
 
     /// Ends the call with `outcome` without polling it (the future's own
     /// verdict: a timeout that fired is a failure, a caller's budget that
     /// ran out records nothing): the permit held, if any, records it, and
     /// the call is done.
-    // For the policy's call future, switched to the seam next (issue 26).
-    #[allow(dead_code)]
     #[inline(always)]
     pub(crate) fn settle<B: Guard + ?Sized>(&mut self, breaker: &B, outcome: Outcome) {
         self.classify = None;

@@ -9,7 +9,7 @@ use core::time::Duration;
 use super::error::{Error, ErrorKind};
 use super::Policy;
 use crate::breaker::{
-    fail_on_unwind, take_raw, CircuitBreaker, Guard, Outcome, Raw, WindowStorage,
+    Admission, CircuitBreaker, Classify, Guard, Outcome, Raw, Rejection, WindowStorage,
 };
 use crate::bulkhead::{poll_until, AcquireError, Waiter};
 use crate::clock::{Clock, Instant, Timer};
@@ -21,7 +21,7 @@ mod sealed {
     use core::task::{Context, Poll};
     use core::time::Duration;
 
-    use crate::breaker::{Guard, Outcome};
+    use crate::breaker::Guard;
     use crate::bulkhead::Bulkhead;
     use crate::clock::Timer;
     use crate::policy::Retries;
@@ -70,14 +70,8 @@ mod sealed {
         #[doc(hidden)]
         fn take_back(&mut self) -> Self;
     }
-
-    /// What the breaker should make of a result.
-    pub trait Judge<O> {
-        #[doc(hidden)]
-        fn judge(self, output: &O) -> Outcome;
-    }
 }
-pub(crate) use sealed::{Dispatch, Handle, Judge, Parts, Redispatch};
+pub(crate) use sealed::{Dispatch, Handle, Parts, Redispatch};
 
 impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle for &Policy<C, N, W, B> {
     type Clock = C;
@@ -140,12 +134,6 @@ impl<F: FnOnce() -> Fut, Fut: Future> Dispatch for Make<F> {
     fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
         let make = self.0.take().expect("a call is made once");
         Poll::Ready(Ok(make()))
-    }
-}
-
-impl<T, E, K: FnOnce(&Result<T, E>) -> Outcome> Judge<Result<T, E>> for K {
-    fn judge(self, output: &Result<T, E>) -> Outcome {
-        self(output)
     }
 }
 
@@ -253,7 +241,6 @@ pin_project_lite::pin_project! {
         slot: Slot<R>,
         budget: Option<Instant>,
         dispatch: D,
-        classify: Option<K>,
         stage: Stage,
         // A wait for a slot (idle until one is needed) and its deadline.
         #[pin]
@@ -261,8 +248,9 @@ pin_project_lite::pin_project! {
         slot_deadline: Instant,
         #[pin]
         slot_sleep: Option<SleepOf<R>>,
-        // The breaker's permit, while the call is pending.
-        raw: Option<Raw>,
+        // The breaker's permit while the call is pending, and the
+        // classifier: the breaker's seam for call futures.
+        admission: Admission<K>,
         // The call once made; its timeout once armed, and whether that
         // timeout is the caller's budget rather than `call_timeout`.
         #[pin]
@@ -277,9 +265,7 @@ pin_project_lite::pin_project! {
             let this = this.project();
             let parts = this.slot.policy.parts();
             this.waiter.cancel(parts.bulkhead);
-            if let Some(raw) = take_raw(this.raw) {
-                parts.breaker.abandon(raw);
-            }
+            this.admission.abandon(parts.breaker);
             // The slot goes back as `slot` is dropped, next.
         }
     }
@@ -299,12 +285,11 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
             },
             budget,
             dispatch,
-            classify: Some(classify),
             stage: Stage::Start,
             waiter: Waiter::new(1),
             slot_deadline: Instant::ZERO,
             slot_sleep: None,
-            raw: None,
+            admission: Admission::new(classify),
             fut: None,
             sleep: None,
             by_budget: false,
@@ -317,7 +302,7 @@ where
     R: Handle,
     D: Dispatch,
     D::Future: Future<Output = Result<T, E>>,
-    K: Judge<Result<T, E>>,
+    K: Classify<T, E>,
 {
     /// [`poll`](Future::poll), with the verdict the breaker recorded (see
     /// [`Settled`]): the retry loop's view of the call.
@@ -336,11 +321,11 @@ where
     ) -> Poll<O> {
         let mut this = self.project();
         let name = this.slot.policy.parts().bulkhead.name();
-        // The breaker's permit while the call is polled: out of the future
-        // (see `breaker::fail_on_unwind`), so a call ready at its first
-        // poll never stores it.
-        let raw = match *this.stage {
-            Stage::Call => take_raw(this.raw),
+        // The breaker's permit just taken stays out of the future while the
+        // call is polled (see `Admission::poll_with`), so a call ready at
+        // its first poll never stores it; later polls use the one kept.
+        let admitted = match *this.stage {
+            Stage::Call => None,
             Stage::Done => panic!("`PolicyCall` polled after completion"),
             Stage::Start | Stage::Slot => match ready!(admit(&mut this, cx)) {
                 Ok(admitted) => Some(admitted),
@@ -348,10 +333,21 @@ where
             },
         };
         // The call, polled once before its timeout is armed.
-        if let Poll::Ready((result, outcome)) = poll_in_breaker(&mut this, raw, cx) {
-            settle(&mut this, raw, outcome);
-            let out = result.map_err(|e| Error::new(name, ErrorKind::Call(e)));
-            return Poll::Ready(to(out, Some(outcome)));
+        match poll_in_breaker(&mut this, admitted, cx) {
+            Poll::Ready(Ok((result, outcome))) => {
+                settle(&mut this, None, outcome);
+                let out = result.map_err(|e| Error::new(name, ErrorKind::Call(e)));
+                return Poll::Ready(to(out, Some(outcome)));
+            }
+            // Only without a permit does the seam ask the breaker, and
+            // `admit` has always taken one: a refusal there is the same
+            // refusal as `admit`'s.
+            Poll::Ready(Err(why)) => {
+                settle(&mut this, None, Outcome::Ignored);
+                let out = Err(Error::new(name, ErrorKind::CircuitOpen(why)));
+                return Poll::Ready(to(out, None));
+            }
+            Poll::Pending => {}
         }
         let Parts {
             clock,
@@ -384,8 +380,9 @@ where
         } else {
             Outcome::Failure
         };
-        let raw = take_raw(this.raw);
-        settle(&mut this, raw, outcome);
+        let parts = this.slot.policy.parts();
+        this.admission.settle(parts.breaker, outcome);
+        settle(&mut this, None, outcome);
         #[cfg(feature = "tracing")]
         tracing::debug!(
             target: "watertight::policy",
@@ -403,7 +400,7 @@ where
     R: Handle,
     D: Dispatch,
     D::Future: Future<Output = Result<T, E>>,
-    K: Judge<Result<T, E>>,
+    K: Classify<T, E>,
 {
     type Output = Result<T, Error<E>>;
 
@@ -511,32 +508,31 @@ fn settle<R: Handle, D: Dispatch, K>(
     *this.stage = Stage::Done;
 }
 
-/// The call under the breaker's permit: the breaker's part of a running
-/// call, in one place. The call is polled (started first, if need be) with
-/// the permit `raw` out of the future, so that a panic in it records a
-/// failure as it unwinds (see `breaker::fail_on_unwind`); while it is
-/// pending the permit goes back into the future. Once it is done, its
-/// result is classified, under the permit too. Recording the verdict is
-/// [`settle`]'s.
+/// The call under the breaker's permit, through the breaker's seam for
+/// call futures ([`Admission`]): the call is polled (started first, if need
+/// be) with the permit out of the future, so that a panic in it or in its
+/// classifier records a failure as it unwinds; while it is pending the
+/// permit goes back into the future. Ready, its result is classified and
+/// the outcome recorded, once, and handed on with the result. `admitted`:
+/// the permit [`admit`] took in this same poll; `None`, the one kept.
 #[inline(always)]
-fn poll_in_breaker<R: Handle, D: Dispatch, K: Judge<OutputOf<D>>>(
+fn poll_in_breaker<R: Handle, D: Dispatch, K, T, E>(
     this: &mut CallProj<'_, R, D, K>,
-    raw: Option<Raw>,
+    admitted: Option<Raw>,
     cx: &mut Context<'_>,
-) -> Poll<(OutputOf<D>, Outcome)> {
+) -> Poll<Result<(Result<T, E>, Outcome), Rejection>>
+where
+    D::Future: Future<Output = Result<T, E>>,
+    K: Classify<T, E>,
+{
     let breaker = this.slot.policy.parts().breaker;
-    let polled = fail_on_unwind(breaker, raw, || {
-        poll_call(this.dispatch, this.fut.as_mut(), cx)
-    });
-    let Poll::Ready(result) = polled else {
-        *this.raw = raw;
-        return Poll::Pending;
-    };
+    let (dispatch, fut) = (&mut *this.dispatch, this.fut.as_mut());
+    let polled = ready!(this
+        .admission
+        .poll_with(breaker, admitted, || poll_call(dispatch, fut, cx)));
     this.fut.set(None);
     this.sleep.set(None);
-    let classify = this.classify.take().expect("classifier taken once");
-    let outcome = fail_on_unwind(breaker, raw, || classify.judge(&result));
-    Poll::Ready((result, outcome))
+    Poll::Ready(polled)
 }
 
 /// The policy's error for a slot that was not had.

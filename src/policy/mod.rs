@@ -17,21 +17,20 @@
 //! It is the name users of Polly and resilience4j look for; one [`Policy`]
 //! per system (`"payments"`, `"inventory"`), never one shared by all.
 
+use core::cell::Cell;
 use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 
-use crate::breaker::{
-    CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage,
-};
 #[cfg(feature = "alloc")]
 use crate::breaker::{BreakerConfig, Heap};
+use crate::breaker::{CircuitBreaker, ErrIsFailure, Inline, Outcome, WindowStorage};
 use crate::bulkhead::Bulkhead;
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 use crate::limit::{AdaptiveLimit, LimitAlgorithm, Signal};
 use crate::retry::{Jitter, RetryBudget, RetryConfig};
-use crate::sync::AtomicUsize;
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
 mod call;
 mod config;
@@ -40,7 +39,7 @@ mod retry;
 
 // For the tower services, which start and judge calls their own way.
 #[cfg(feature = "tower")]
-pub(crate) use call::{Dispatch, Judge, Redispatch};
+pub(crate) use call::{Dispatch, Redispatch};
 pub use call::{Make, PolicyCall};
 pub use config::{
     PolicyConfig, PolicyConfigBuilder, PolicyConfigError, PolicyField, LONGEST_USUAL_MAX_WAIT,
@@ -456,7 +455,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        K: FnOnce(&Result<T, E>) -> Outcome,
+        K: Fn(&Result<T, E>) -> Outcome,
     {
         PolicyCall::new(self, None, Make(Some(make)), classify)
     }
@@ -536,7 +535,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         B: Clock,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        K: FnOnce(&Result<T, E>) -> Outcome,
+        K: Fn(&Result<T, E>) -> Outcome,
     {
         PolicyCall::new(self, Some(budget.instant()), Make(Some(make)), classify)
     }
@@ -610,8 +609,13 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         // Filled in by the call's own steps, in the order they run: its
         // start (only if the bulkhead and the breaker let it start) and
         // the classifier's verdict (only if it finished in time).
+        // A classifier is a `Classify` (an `Fn`), called once per call: the
+        // `FnOnce` signal rides in a cell the classifier owns, and its
+        // verdict comes back through an atomic (the future stays `Send`).
         let mut started: Option<Instant> = None;
-        let mut said: Option<Signal> = None;
+        let said = AtomicU8::new(NO_SIGNAL);
+        let said = &said;
+        let signal = Cell::new(Some(signal));
         let bulkhead = &self.bulkhead;
         let result = self
             .call_with(
@@ -619,9 +623,9 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
                     started = Some(bulkhead.clock().now());
                     make()
                 },
-                |r| {
-                    let s = signal(r);
-                    said = Some(s);
+                move |r| {
+                    let s = signal.take().map_or(Signal::Failure, |signal| signal(r));
+                    said.store(s as u8, Ordering::Relaxed);
                     match s {
                         Signal::Success => Outcome::Success,
                         _ => Outcome::Failure,
@@ -631,7 +635,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
             .await;
         let verdict = match &result {
             Err(e) if matches!(e.kind(), ErrorKind::DeadlineExceeded) => Some(Signal::Timeout),
-            _ => said,
+            _ => signal_from(said.load(Ordering::Relaxed)),
         };
         if let (Some(started), Some(verdict)) = (started, verdict) {
             // The call's slot is back by now, as `record` expects.
@@ -639,6 +643,22 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         }
         result
     }
+}
+
+/// No verdict yet, in [`Policy::call_adaptive`]'s atomic (a [`Signal`] is
+/// stored as its discriminant).
+const NO_SIGNAL: u8 = u8::MAX;
+
+/// The [`Signal`] stored as `s as u8`, or `None` for [`NO_SIGNAL`].
+fn signal_from(code: u8) -> Option<Signal> {
+    [
+        Signal::Success,
+        Signal::Failure,
+        Signal::Dropped,
+        Signal::Timeout,
+    ]
+    .into_iter()
+    .find(|s| *s as u8 == code)
 }
 
 impl<C, const N: usize, W: WindowStorage, B> fmt::Debug for Policy<C, N, W, B> {

@@ -6,10 +6,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::call::{Dispatch, Handle, Judge, PolicyCall, Redispatch, SleepOf};
+use super::call::{Dispatch, Handle, PolicyCall, Redispatch, SleepOf};
 use super::error::{Error, ErrorKind};
 use super::{Policy, Retries};
-use crate::breaker::{ErrIsFailure, Outcome, WindowStorage};
+use crate::breaker::{Classify, ErrIsFailure, Outcome, WindowStorage};
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 use crate::retry::{RetryBudget, RetryConfig};
@@ -370,7 +370,7 @@ where
     B: Clock,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    K: Judge<Result<T, E>> + Clone,
+    K: Classify<T, E> + Clone,
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;
@@ -527,7 +527,7 @@ where
     R: Handle + Clone,
     D: Redispatch,
     D::Future: Future<Output = Result<T, E>>,
-    K: Judge<Result<T, E>> + Clone,
+    K: Classify<T, E> + Clone,
     H: RetryHint<E>,
 {
     type Output = Result<T, Error<E>>;

@@ -11,13 +11,13 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::bulkhead::BulkheadError;
-use super::classify::ErrorIsFailure;
+use super::classify::ErrIsFailure;
 use crate::clock::Clock;
 use crate::limit::{AdaptiveBulkhead, LimitAlgorithm, OwnedAdaptivePermit, Signal};
 
 /// Says what a call's result means for a limit algorithm: a
 /// [`Signal`]. Implemented for every `Fn(&Result<T, E>) -> Signal` and for
-/// [`ErrorIsFailure`] (`Ok` is a success, `Err` a failure: no congestion
+/// [`ErrIsFailure`] (`Ok` is a success, `Err` a failure: no congestion
 /// signal at all, so an HTTP client should map its 429 and 503 to
 /// [`Signal::Dropped`] with a closure).
 ///
@@ -25,7 +25,7 @@ use crate::limit::{AdaptiveBulkhead, LimitAlgorithm, OwnedAdaptivePermit, Signal
 ///
 /// ```
 /// use watertight::limit::Signal;
-/// use watertight::tower::{ErrorIsFailure, SignalOf};
+/// use watertight::tower::{ErrIsFailure, SignalOf};
 ///
 /// let by_status = |r: &Result<u16, ()>| match r {
 ///     Ok(429 | 503) => Signal::Dropped,
@@ -33,7 +33,7 @@ use crate::limit::{AdaptiveBulkhead, LimitAlgorithm, OwnedAdaptivePermit, Signal
 ///     Err(()) => Signal::Failure,
 /// };
 /// assert_eq!(by_status.signal_of(&Ok(503)), Signal::Dropped);
-/// assert_eq!(ErrorIsFailure.signal_of(&Ok::<u16, ()>(503)), Signal::Success);
+/// assert_eq!(ErrIsFailure.signal_of(&Ok::<u16, ()>(503)), Signal::Success);
 /// ```
 pub trait SignalOf<T, E> {
     /// The signal of `result`.
@@ -42,9 +42,9 @@ pub trait SignalOf<T, E> {
     ///
     /// ```
     /// use watertight::limit::Signal;
-    /// use watertight::tower::{ErrorIsFailure, SignalOf};
+    /// use watertight::tower::{ErrIsFailure, SignalOf};
     ///
-    /// assert_eq!(ErrorIsFailure.signal_of(&Err::<(), _>("reset")), Signal::Failure);
+    /// assert_eq!(ErrIsFailure.signal_of(&Err::<(), _>("reset")), Signal::Failure);
     /// ```
     fn signal_of(&self, result: &Result<T, E>) -> Signal;
 }
@@ -55,7 +55,7 @@ impl<T, E, F: Fn(&Result<T, E>) -> Signal> SignalOf<T, E> for F {
     }
 }
 
-impl<T, E> SignalOf<T, E> for ErrorIsFailure {
+impl<T, E> SignalOf<T, E> for ErrIsFailure {
     fn signal_of(&self, result: &Result<T, E>) -> Signal {
         match result {
             Ok(_) => Signal::Success,
@@ -99,7 +99,7 @@ impl<T, E> SignalOf<T, E> for ErrorIsFailure {
 /// assert_eq!(limit.limit(), 3); // floor(4 × 0.9)
 /// # });
 /// ```
-pub struct AdaptiveLayer<C: Clock, A: LimitAlgorithm, K = ErrorIsFailure> {
+pub struct AdaptiveLayer<C: Clock, A: LimitAlgorithm, K = ErrIsFailure> {
     limit: Arc<AdaptiveBulkhead<C, A>>,
     classify: K,
 }
@@ -123,7 +123,7 @@ impl<C: Clock, A: LimitAlgorithm> AdaptiveLayer<C, A> {
     pub fn new(limit: Arc<AdaptiveBulkhead<C, A>>) -> Self {
         AdaptiveLayer {
             limit,
-            classify: ErrorIsFailure,
+            classify: ErrIsFailure,
         }
     }
 }
@@ -221,7 +221,7 @@ impl<S, C: Clock, A: LimitAlgorithm, K: Clone> Layer<S> for AdaptiveLayer<C, A, 
 /// assert_eq!(second, Err(BulkheadError::Rejected(AcquireError::Full)));
 /// assert_eq!(futures_lite::future::block_on(first), Ok(1));
 /// ```
-pub struct AdaptiveService<S, C: Clock, A: LimitAlgorithm, K = ErrorIsFailure> {
+pub struct AdaptiveService<S, C: Clock, A: LimitAlgorithm, K = ErrIsFailure> {
     inner: S,
     limit: Arc<AdaptiveBulkhead<C, A>>,
     classify: K,

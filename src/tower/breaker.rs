@@ -12,10 +12,8 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::{Classify, ErrorIsFailure};
-use crate::breaker::{
-    fail_on_unwind, take_raw, CircuitBreaker, Guard, Inline, Raw, Rejection, WindowStorage,
-};
+use super::classify::{Classify, ErrIsFailure};
+use crate::breaker::{Admission, CircuitBreaker, Guard, Inline, Rejection, WindowStorage};
 use crate::clock::Clock;
 
 /// The error of a [`BreakerService`]: the breaker refused, or the inner
@@ -207,12 +205,12 @@ impl<E: core::error::Error + 'static> core::error::Error for BreakerError<E> {
 /// assert!(matches!(svc.oneshot(200).await, Err(BreakerError::Rejected(_))));
 /// # });
 /// ```
-pub struct BreakerLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
+pub struct BreakerLayer<C, const N: usize, K = ErrIsFailure, W = Inline<N>> {
     breaker: Arc<CircuitBreaker<C, N, (), W>>,
     classify: K,
 }
 
-impl<C, const N: usize, W> BreakerLayer<C, N, ErrorIsFailure, W> {
+impl<C, const N: usize, W> BreakerLayer<C, N, ErrIsFailure, W> {
     /// A layer where an `Err` from the inner service is a failure.
     ///
     /// # Examples
@@ -238,7 +236,7 @@ impl<C, const N: usize, W> BreakerLayer<C, N, ErrorIsFailure, W> {
     pub fn new(breaker: Arc<CircuitBreaker<C, N, (), W>>) -> Self {
         BreakerLayer {
             breaker,
-            classify: ErrorIsFailure,
+            classify: ErrIsFailure,
         }
     }
 }
@@ -348,7 +346,7 @@ impl<S, C, const N: usize, K: Clone, W> Layer<S> for BreakerLayer<C, N, K, W> {
 /// assert_eq!(reached.load(Ordering::Relaxed), 0); // the pricing service was spared
 /// # });
 /// ```
-pub struct BreakerService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>> {
+pub struct BreakerService<S, C, const N: usize, K = ErrIsFailure, W = Inline<N>> {
     inner: S,
     breaker: Arc<CircuitBreaker<C, N, (), W>>,
     classify: K,
@@ -421,17 +419,15 @@ where
         match Guard::acquire_raw(&*self.breaker) {
             Ok(raw) => BreakerFuture {
                 breaker: Arc::clone(&self.breaker),
-                raw: Some(raw),
+                admission: Admission::admitted(raw, self.classify.clone()),
                 inner: Some(self.inner.call(req)),
                 rejected: None,
-                classify: Some(self.classify.clone()),
             },
             Err(why) => BreakerFuture {
                 breaker: Arc::clone(&self.breaker),
-                raw: None,
+                admission: Admission::refused(),
                 inner: None,
                 rejected: Some(why),
-                classify: None,
             },
         }
     }
@@ -483,19 +479,18 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct BreakerFuture<B: Guard, F, K> {
         breaker: Arc<B>,
-        raw: Option<Raw>,
+        // The permit (taken when the service was called) and the
+        // classifier: the breaker's seam for call futures.
+        admission: Admission<K>,
         #[pin]
         inner: Option<F>,
         rejected: Option<Rejection>,
-        classify: Option<K>,
     }
 
     impl<B: Guard, F, K> PinnedDrop for BreakerFuture<B, F, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(raw) = take_raw(this.raw) {
-                this.breaker.abandon(raw);
-            }
+            this.admission.abandon(&**this.breaker);
         }
     }
 }
@@ -516,23 +511,16 @@ where
             panic!("`BreakerFuture` polled after completion");
         };
         // A panic in the call or its classifier is a failure, recorded as
-        // it unwinds (see `breaker::fail_on_unwind`).
-        let classify = this.classify;
-        let raw = take_raw(this.raw);
-        let polled = fail_on_unwind(&**this.breaker, raw, || {
-            let result = core::task::ready!(inner.poll(cx));
-            let outcome = classify.take().map(|k| k.classify(&result));
-            Poll::Ready((result, outcome))
-        });
-        let Poll::Ready((result, outcome)) = polled else {
-            *this.raw = raw;
-            return Poll::Pending;
-        };
+        // it unwinds (see `breaker::fail_on_unwind`); the seam records the
+        // outcome once the call is ready. Admitted when the service was
+        // called, it holds its permit here, so the breaker is not asked
+        // again (a refusal would be `rejected`, above).
+        let polled = core::task::ready!(this.admission.poll(&**this.breaker, inner, cx));
         this.inner.set(None);
-        if let (Some(raw), Some(outcome)) = (raw, outcome) {
-            this.breaker.finish(raw, outcome);
-        }
-        Poll::Ready(result.map_err(BreakerError::Inner))
+        Poll::Ready(match polled {
+            Ok(result) => result.map_err(BreakerError::Inner),
+            Err(why) => Err(BreakerError::Rejected(why)),
+        })
     }
 }
 

@@ -72,6 +72,6 @@ pub use breaker::{BreakerError, BreakerFuture, BreakerLayer, BreakerService};
 pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
-pub use classify::{Classify, ErrorIsFailure};
+pub use classify::{Classify, ErrIsFailure};
 pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};

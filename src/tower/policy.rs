@@ -10,7 +10,7 @@ use core::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::{Classify, ErrorIsFailure};
+use super::classify::{Classify, ErrIsFailure};
 use super::retry::IdempotentPolicyLayer;
 use crate::breaker::{Inline, WindowStorage};
 use crate::clock::{Clock, Timer};
@@ -43,12 +43,12 @@ use crate::policy::{self, NoHint, Policy, PolicyCall};
 /// assert_eq!(svc.oneshot(1).await, Ok(2));
 /// # });
 /// ```
-pub struct PolicyLayer<C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
+pub struct PolicyLayer<C, const N: usize, K = ErrIsFailure, W = Inline<N>, B = C> {
     policy: Arc<Policy<C, N, W, B>>,
     classify: K,
 }
 
-impl<C, const N: usize, W, B> PolicyLayer<C, N, ErrorIsFailure, W, B> {
+impl<C, const N: usize, W, B> PolicyLayer<C, N, ErrIsFailure, W, B> {
     /// A layer where an `Err` from the inner service is a failure.
     ///
     /// # Examples
@@ -76,7 +76,7 @@ impl<C, const N: usize, W, B> PolicyLayer<C, N, ErrorIsFailure, W, B> {
     pub fn new(policy: Arc<Policy<C, N, W, B>>) -> Self {
         PolicyLayer {
             policy,
-            classify: ErrorIsFailure,
+            classify: ErrIsFailure,
         }
     }
 }
@@ -228,7 +228,7 @@ impl<S, C, const N: usize, K: Clone, W, B> Layer<S> for PolicyLayer<C, N, K, W, 
 /// assert!(err.is_unavailable());
 /// # });
 /// ```
-pub struct PolicyService<S, C, const N: usize, K = ErrorIsFailure, W = Inline<N>, B = C> {
+pub struct PolicyService<S, C, const N: usize, K = ErrIsFailure, W = Inline<N>, B = C> {
     inner: S,
     policy: Arc<Policy<C, N, W, B>>,
     classify: K,
@@ -310,7 +310,7 @@ where
                 service: Some(service),
                 req: Some(req),
             },
-            dispatch::ByClassify(self.classify.clone()),
+            self.classify.clone(),
         )
     }
 }
@@ -346,8 +346,8 @@ where
 /// assert_eq!(futures_lite::future::block_on(call), Ok(40));
 /// assert_eq!(ledger.breaker().metrics().calls, 1);
 /// ```
-pub type PolicyFuture<C, const N: usize, S, Req, K = ErrorIsFailure, W = Inline<N>, B = C> =
-    PolicyCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceCall<S, Req>, dispatch::ByClassify<K>>;
+pub type PolicyFuture<C, const N: usize, S, Req, K = ErrIsFailure, W = Inline<N>, B = C> =
+    PolicyCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceCall<S, Req>, K>;
 
 /// How [`PolicyService`] starts a call and judges its result.
 pub(super) mod dispatch {
@@ -355,9 +355,7 @@ pub(super) mod dispatch {
 
     use tower_service::Service;
 
-    use crate::breaker::Outcome;
-    use crate::policy::{Dispatch, Judge, Redispatch};
-    use crate::tower::classify::Classify;
+    use crate::policy::{Dispatch, Redispatch};
 
     /// The inner service and the request: readied and called once the
     /// policy lets the call through.
@@ -428,16 +426,6 @@ pub(super) mod dispatch {
                 service: self.service.take(),
                 req: self.req.take(),
             }
-        }
-    }
-
-    /// A tower [`Classify`] as the policy's classifier.
-    #[derive(Debug, Clone)]
-    pub struct ByClassify<K>(pub(in crate::tower) K);
-
-    impl<T, E, K: Classify<T, E>> Judge<Result<T, E>> for ByClassify<K> {
-        fn judge(self, output: &Result<T, E>) -> Outcome {
-            self.0.classify(output)
         }
     }
 }

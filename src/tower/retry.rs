@@ -8,7 +8,7 @@ use core::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::{Classify, ErrorIsFailure};
+use super::classify::{Classify, ErrIsFailure};
 use super::policy::dispatch;
 use crate::breaker::{Inline, WindowStorage};
 use crate::clock::{Clock, Timer};
@@ -41,7 +41,7 @@ use crate::policy::{self, NoHint, Policy, RetryCall, RetryHint};
 pub struct IdempotentPolicyLayer<
     C,
     const N: usize,
-    K = ErrorIsFailure,
+    K = ErrIsFailure,
     W = Inline<N>,
     B = C,
     H = NoHint,
@@ -178,7 +178,7 @@ pub struct IdempotentPolicyService<
     S,
     C,
     const N: usize,
-    K = ErrorIsFailure,
+    K = ErrIsFailure,
     W = Inline<N>,
     B = C,
     H = NoHint,
@@ -271,7 +271,7 @@ where
                 service: Some(service),
                 req: Some(req),
             },
-            dispatch::ByClassify(self.classify.clone()),
+            self.classify.clone(),
             self.hint.clone(),
         )
     }
@@ -313,8 +313,8 @@ pub type IdempotentPolicyFuture<
     const N: usize,
     S,
     Req,
-    K = ErrorIsFailure,
+    K = ErrIsFailure,
     W = Inline<N>,
     B = C,
     H = NoHint,
-> = RetryCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceRetry<S, Req>, dispatch::ByClassify<K>, H>;
+> = RetryCall<Arc<Policy<C, N, W, B>>, dispatch::ServiceRetry<S, Req>, K, H>;
