@@ -73,7 +73,7 @@ pub use error::{CallError, Rejection};
 pub use permit::CallPermit;
 // The seam every call future is built on: `Call`, the tower breaker
 // service's and the policy's.
-pub(crate) use permit::Admission;
+pub(crate) use permit::{Admission, Judged};
 pub(crate) use permit::{Guard, Raw};
 pub use state::{BreakerMetrics, OnTransition, State, Transition};
 #[cfg(feature = "alloc")]

@@ -372,6 +372,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> Guard
     }
 }
 
+/// What [`Admission::poll_with`] hands on once a call is done: its result
+/// with the outcome recorded for it, or the breaker's refusal.
+pub(crate) type Judged<T, E> = Result<(Result<T, E>, Outcome), Rejection>;
+
 /// The breaker's side of a call future: the one seam through which a
 /// future that wraps a call in a breaker takes its permit, polls its call,
 /// classifies the result and records it, or gives the permit back when it
@@ -566,7 +570,7 @@ impl<K> Admission<K> {
         breaker: &B,
         admitted: Option<Raw>,
         poll: impl FnOnce() -> Poll<Result<T, E>>,
-    ) -> Poll<Result<(Result<T, E>, Outcome), Rejection>>
+    ) -> Poll<Judged<T, E>>
     where
         B: Guard + ?Sized,
         K: Classify<T, E>,

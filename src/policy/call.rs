@@ -9,7 +9,7 @@ use core::time::Duration;
 use super::error::{Error, ErrorKind};
 use super::Policy;
 use crate::breaker::{
-    Admission, CircuitBreaker, Classify, Guard, Outcome, Raw, Rejection, WindowStorage,
+    Admission, CircuitBreaker, Classify, Guard, Judged, Outcome, Raw, WindowStorage,
 };
 use crate::bulkhead::{poll_until, AcquireError, Waiter};
 use crate::clock::{Clock, Instant, Timer};
@@ -520,7 +520,7 @@ fn poll_in_breaker<R: Handle, D: Dispatch, K, T, E>(
     this: &mut CallProj<'_, R, D, K>,
     admitted: Option<Raw>,
     cx: &mut Context<'_>,
-) -> Poll<Result<(Result<T, E>, Outcome), Rejection>>
+) -> Poll<Judged<T, E>>
 where
     D::Future: Future<Output = Result<T, E>>,
     K: Classify<T, E>,
