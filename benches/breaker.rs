@@ -26,7 +26,8 @@
 //! for `scripts/bench_table.py`.
 //!
 //! Run: `cargo bench --bench breaker` (≈ 4 min), then
-//! `python3 scripts/bench_table.py` for the README tables.
+//! `python3 scripts/bench_table.py --only breaker --write`, which puts the
+//! tables into the guide (`src/guide/benchmarks.rs`, `watertight::guide::benchmarks`).
 //! Quick: `cargo bench --bench breaker -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
@@ -42,7 +43,7 @@ use watertight::{BreakerConfig, CallError, CircuitBreaker};
 /// is 50).
 type Ours = CircuitBreaker<StdClock, 64>;
 
-// The size README states (160 B on x86_64), checked where the numbers are made.
+// The size the guide states (160 B on x86_64; guide::benchmarks), checked where the numbers are made.
 #[cfg(target_arch = "x86_64")]
 const _: () = assert!(size_of::<Ours>() <= 160);
 

@@ -23,7 +23,8 @@
 //! `fairness`.
 //!
 //! Run: `cargo bench --bench bulkhead` (all, a few minutes), then
-//! `python3 scripts/bench_table.py` for the README tables.
+//! `python3 scripts/bench_table.py --only bulkhead --write`, which puts the
+//! tables into the guide (`src/guide/benchmarks.rs`, `watertight::guide::benchmarks`).
 //! Quick: `cargo bench --bench bulkhead -- uncontended`,
 //! `cargo bench --bench bulkhead -- fairness` (the probe only).
 

@@ -3,7 +3,8 @@
 //! fixed limits of 8, 32 and 200 and through AIMD and Gradient2, on
 //! `ManualClock` (deterministic: the same table on every run and machine).
 //! `cargo bench -p watertight --bench limit`; `tests/limit_sim.rs` asserts
-//! the targets on the same simulation.
+//! the targets on the same simulation. The table and what it shows: the
+//! guide, `src/guide/benchmarks.rs` (`watertight::guide::benchmarks`).
 
 #[path = "../tests/support/limit_sim.rs"]
 mod sim;

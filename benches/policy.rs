@@ -31,7 +31,9 @@
 //! part of their cost there.
 //!
 //! Run: `cargo bench --bench policy --features tokio -- --warm-up-time 1 --measurement-time 3`
-//! (about 1 minute), then `python3 scripts/bench_table.py --only policy`.
+//! (about 1 minute), then `python3 scripts/bench_table.py --only policy --write`,
+//! which puts the tables into the guide (`src/guide/benchmarks.rs`,
+//! `watertight::guide::benchmarks`).
 
 use std::future::Future;
 use std::hint::black_box;

@@ -19,7 +19,9 @@
 //! A bench binary, not criterion: it starts its own `redis-server` (which
 //! `.ci/run` installs) and stops it.
 //!
-//! Run: `cargo bench --bench redis --features redis` (about 30 s).
+//! Run: `cargo bench --bench redis --features redis` (about 30 s). The
+//! table and how to read it: the guide, `src/guide/benchmarks.rs`
+//! (`watertight::guide::benchmarks`).
 
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;

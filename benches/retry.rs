@@ -41,7 +41,8 @@
 //! the counts agree, then prints the table (before the criterion groups).
 //!
 //! Run: `cargo bench --bench retry --features tokio -- --warm-up-time 1 --measurement-time 3`
-//! (about 30 s).
+//! (about 30 s). Both tables and what they show: the guide,
+//! `src/guide/benchmarks.rs` (`watertight::guide::benchmarks`).
 
 use std::future::Future;
 use std::hint::black_box;

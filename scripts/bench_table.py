@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown tables for the README from `cargo bench --bench bulkhead`,
+"""Markdown tables for the guide's benchmarks page (`src/guide/benchmarks.rs`,
+`watertight::guide::benchmarks`) from `cargo bench --bench bulkhead`,
 `cargo bench --bench breaker` and `cargo bench --bench policy --features tokio`.
 
 Reads criterion's `<criterion dir>/**/new/estimates.json` (the median of each
@@ -33,13 +34,18 @@ benches have results there:
   ns and ratio to the group's fastest form.
 
 Usage: python3 scripts/bench_table.py [CRITERION_DIR] [--baseline NAME] [--all]
-                                      [--only bulkhead|breaker|policy]
+                                      [--only bulkhead|breaker|policy] [--write [FILE]]
 
 CRITERION_DIR defaults to $CRITERION_HOME, else $CARGO_TARGET_DIR/criterion,
 else target/criterion of this repository. --baseline reads
 `<NAME>/estimates.json` (a `--save-baseline NAME` run) instead of `new/`.
 --all also lists any other groups found there (e.g. from older runs).
 --only prints one bench's tables.
+--write puts each table into FILE (default src/guide/benchmarks.rs) in
+place of the one there, between its markers (`<!-- bench_table.py: KEY -->`
+and `<!-- /bench_table.py: KEY -->`, in `//!` lines), instead of printing;
+a table with no results in this run is left as it is. README.md holds no
+bench table: a bench run does not edit it.
 Standard library only.
 """
 
@@ -448,15 +454,20 @@ def policy_tables(data: dict) -> list:
     return lines
 
 
-def forms_tables(data: dict, only) -> list:
-    """One table per forms group present: ns per form and its ratio to the
-    group's fastest form."""
+# The forms groups' marker keys in src/guide/benchmarks.rs.
+FORMS_KEY = {"breaker/forms/sync": "forms-breaker", "uncontended/try_acquire-forms": "forms-bulkhead",
+             "policy/forms": "forms-policy"}
+
+
+def forms_tables(data: dict, only, group=None) -> list:
+    """One table per forms group present (or only `group`'s): ns per form
+    and its ratio to the group's fastest form."""
     benches = {"breaker/forms/sync": "breaker", "uncontended/try_acquire-forms": "bulkhead",
                "policy/forms": "policy"}
     lines: list = []
     for gid, what in FORMS:
         g = data.get(gid)
-        if not g or only not in (None, benches[gid]):
+        if group not in (None, gid) or not g or only not in (None, benches[gid]):
             continue
         # `ref-*` rows are references for reading the forms, not forms.
         refs = {f: v for f, v in g.items() if f.startswith("ref-")}
@@ -510,11 +521,31 @@ def fairness_table(root: Path) -> list:
     return lines
 
 
+GUIDE = Path(__file__).resolve().parent.parent / "src" / "guide" / "benchmarks.rs"
+
+
+def splice(path: Path, key: str, lines: list) -> None:
+    """Replaces the `//!` lines between `key`'s two markers in `path` with
+    `lines` (each prefixed `//! `), keeping a blank doc line on each side."""
+    start = f"//! <!-- bench_table.py: {key} -->"
+    end = f"//! <!-- /bench_table.py: {key} -->"
+    text = path.read_text().split("\n")
+    try:
+        a = text.index(start)
+        b = text.index(end, a)
+    except ValueError:
+        raise SystemExit(f"{path}: no markers for {key!r} ({start!r} ... {end!r})")
+    body = ["//!"] + [("//! " + l).rstrip() if l else "//!" for l in lines] + ["//!"]
+    text[a + 1:b] = body
+    path.write_text("\n".join(text))
+
+
 def main(argv: list) -> int:
     root = None
     baseline = "new"
     show_all = False
     only = None
+    write = None
     it = iter(argv)
     for a in it:
         if a in ("-h", "--help"):
@@ -529,6 +560,10 @@ def main(argv: list) -> int:
                 return 2
         elif a.startswith("--baseline="):
             baseline = a.split("=", 1)[1]
+        elif a == "--write":
+            write = GUIDE
+        elif a.startswith("--write="):
+            write = Path(a.split("=", 1)[1])
         elif a == "--only" or a.startswith("--only="):
             only = a.split("=", 1)[1] if "=" in a else next(it, None)
             if only not in ("bulkhead", "breaker", "policy"):
@@ -549,25 +584,37 @@ def main(argv: list) -> int:
         return 1
 
     data = load(root, baseline)
+    # (marker key, lines): the keys name the places in src/guide/benchmarks.rs.
     sections = []
     if only in (None, "bulkhead"):
-        sections += [uncontended_table(data), contended_tables(data), handoff_table(data)]
+        sections += [
+            ("bulkhead-uncontended", uncontended_table(data)),
+            ("bulkhead-contended", contended_tables(data)),
+            ("bulkhead-handoff", handoff_table(data)),
+        ]
     if show_all:
-        sections.append(other_tables(data))
+        sections.append((None, other_tables(data)))
     if only in (None, "bulkhead"):
-        sections.append(fairness_table(root))
+        sections.append(("bulkhead-fairness", fairness_table(root)))
     if only in (None, "breaker"):
-        sections.append(breaker_tables(data, root))
+        sections.append(("breaker", breaker_tables(data, root)))
     if only in (None, "policy"):
-        sections.append(policy_tables(data))
-    sections.append(forms_tables(data, only))
-    sections = [s for s in sections if s]
+        sections.append(("policy", policy_tables(data)))
+    for gid, _ in FORMS:
+        sections.append((FORMS_KEY[gid], forms_tables(data, only, gid)))
+    sections = [(k, s) for k, s in sections if s]
     if not sections:
         print(f"no results under {root}", file=sys.stderr)
         return 1
-    print("\n\n".join("\n".join(s) for s in sections))
+    if write:
+        for key, lines in sections:
+            if key is None:
+                continue
+            splice(write, key, lines)
+            print(f"{write}: {key}", file=sys.stderr)
+        return 0
+    print("\n\n".join("\n".join(s) for _, s in sections))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

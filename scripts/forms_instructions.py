@@ -9,9 +9,11 @@ calls, is its instructions per call: the same every run, whatever else the
 machine is doing, where the forms' criterion times (2-5 ns) move by a tenth
 from run to run here. Prints two Markdown tables: the forms with their
 ratio to the fewest, and slow-call timing on `CoarseClock` against the
-untimed call.
+untimed call; with `--write`, puts them into the guide's benchmarks page
+(`src/guide/benchmarks.rs`, between the `breaker-instructions` markers)
+instead, as `bench_table.py --write` does its tables.
 
-    python3 scripts/forms_instructions.py [--calls N]
+    python3 scripts/forms_instructions.py [--calls N] [--write [FILE]]
 """
 
 import argparse
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 
 # The forms' names and titles, as the criterion tables have them.
-from bench_table import FORM_ORDER, FORM_TITLE
+from bench_table import FORM_ORDER, FORM_TITLE, GUIDE, splice
 
 REFERENCE = "ref-poll-ready"
 TIMING = [("untimed", "closed call, slow-call timing off (`StdClock`)"),
@@ -56,6 +58,8 @@ def count(binary: str, form: str, calls: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--write", nargs="?", const=GUIDE, type=Path, metavar="FILE",
+                    help="splice the tables into FILE (default src/guide/benchmarks.rs)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("forms_instructions: needs valgrind (apt-get install valgrind)")
@@ -68,23 +72,27 @@ def main() -> None:
 
     forms = {f: per_call(f) for f in FORM_ORDER}
     fewest = min(forms.values())
-    print(f"Instructions per call (valgrind callgrind, {args.calls:,} calls, net of the "
-          "empty loop): breaker, one closed-state call written each way "
-          "(`python3 scripts/forms_instructions.py`).")
-    print()
-    print("| form | instructions | ÷ fewest |")
-    print("|---|---|---|")
+    lines = [
+        f"Instructions per call (valgrind callgrind, {args.calls:,} calls, net of the "
+        "empty loop): breaker, one closed-state call written each way "
+        "(`python3 scripts/forms_instructions.py`).",
+        "",
+        "| form | instructions | ÷ fewest |",
+        "|---|---|---|",
+    ]
     for f in FORM_ORDER:
-        print(f"| {FORM_TITLE[f]} | {forms[f]:.0f} | {forms[f] / fewest:.2f}× |")
+        lines.append(f"| {FORM_TITLE[f]} | {forms[f]:.0f} | {forms[f] / fewest:.2f}× |")
     ref = per_call(REFERENCE)
-    print(f"| reference: {FORM_TITLE[REFERENCE]} | {ref:.0f} | – |")
-    print()
+    lines += [f"| reference: {FORM_TITLE[REFERENCE]} | {ref:.0f} | – |", ""]
     timing = {f: per_call(f) for f, _ in TIMING}
-    print("| call | instructions | ÷ untimed |")
-    print("|---|---|---|")
+    lines += ["| call | instructions | ÷ untimed |", "|---|---|---|"]
     for f, title in TIMING:
-        print(f"| {title} | {timing[f]:.0f} | {timing[f] / timing['untimed']:.2f}× |")
-
+        lines.append(f"| {title} | {timing[f]:.0f} | {timing[f] / timing['untimed']:.2f}× |")
+    if args.write:
+        splice(args.write, "breaker-instructions", lines)
+        print(f"{args.write}: breaker-instructions", file=sys.stderr)
+    else:
+        print("\n".join(lines))
 
 if __name__ == "__main__":
     main()

@@ -136,18 +136,12 @@
 //!
 //! # Features
 //!
-//! | feature | default | what it adds | needs |
-//! |---|---|---|---|
-//! | `std` | yes | [`clock::StdClock`], [`clock::CoarseClock`]; a call or permit that panics records a failure | implies `alloc` |
-//! | `alloc` | via `std` | owned permits and their futures (where the target has `alloc::sync`), [`clock::ManualClock`] as a [`clock::Timer`] (its timers allocate a listener) | an allocator; waiting for a permit needs none |
-//! | `critical-section` | no | atomics on targets without compare-and-swap (`thumbv6m`), through portable-atomic; without `std`, the bulkhead's wait-queue lock is a critical section instead of a spin lock | a `critical-section` implementation in the firmware |
-//! | `tokio` | no | `clock::TokioClock` (honours paused time) | std |
-//! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | std |
-//! | `embassy` | no | `clock::EmbassyClock` | embassy-time, whose tick rate and driver the firmware picks |
-//! | `tower` | no | `tower` — `Layer`s and `Service`s for a bulkhead, a breaker, a policy and an adaptive bulkhead | std |
-//! | `metrics` | no | `metrics` — exporters under plain Prometheus names (`bulkhead_rejected_total`, `circuit_breaker_state`, …) with the system's name as the `system` label, handles registered once | std |
-//! | `tracing` | no | one `tracing` event per breaker transition and per refusal, and per adaptive limit change | std |
-//! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders | — |
+//! `std` is the default; everything else is opt-in: a clock per runtime
+//! (`tokio`, `async-io`, `embassy`), `critical-section` for targets without
+//! compare-and-swap, the integrations (`tower`, `metrics`, `tracing`,
+//! `serde`) and a limit shared across processes on Redis (`redis`,
+//! `redis-smol`). What each one enables, what it needs and which runtimes it
+//! serves: [`guide::features`], the crate's one feature table.
 //!
 //! Without `alloc` (`--no-default-features`) everything but owned permits
 //! builds and needs no allocator — the bulkhead, waits for a permit
@@ -159,19 +153,16 @@
 //! Nothing here spawns or assumes an executor: a waiting future links its
 //! own node into the bulkhead's wait queue and is woken through its
 //! `Waker`, which any executor provides, and time comes from the clock type
-//! parameter.
+//! parameter: tokio, smol, async-std and embassy each have a clock behind a
+//! feature, [`clock::ManualClock`] is always built for tests of your own
+//! code, and [`clock::Timer`] is the trait to implement for another
+//! executor. Which runtime is tested where: [the runtimes](guide::features#runtimes).
 //!
-//! | runtime | clock | feature | tested by |
-//! |---|---|---|---|
-//! | tokio (current-thread, multi-thread, paused time) | `TokioClock` | `tokio` | `tests/rt_tokio.rs`, the tour, the HTTP tests |
-//! | smol | `AsyncIoClock` | `async-io` | `tests/rt_smol.rs` |
-//! | async-std | `AsyncIoClock` | `async-io` | `tests/rt_async_std.rs` |
-//! | embassy (Cortex-M, or the host with embassy-time's std driver) | `EmbassyClock` | `embassy` | `tests/rt_embassy.rs`; `firmware/` links for `thumbv7em-none-eabihf` |
-//! | none: threads, or your own executor | `StdClock` (no timer), or any [`clock::Timer`] you write | `std` | the unit and model tests |
-//! | tests of your own code | [`clock::ManualClock`] | always | every rule test here: no real sleeps |
+//! # Guide
 //!
-//! The runtime suites run the same scenarios on each runtime and assert
-//! counts and order, never latencies.
+//! Longer pages — the tour, one policy per system and retries, the breaker's
+//! decisions, adaptive limits, the global bulkhead, firmware, what we tried,
+//! every benchmark — are in [`guide`], documentation-only modules.
 //!
 //! # Memory ordering
 //!
@@ -231,6 +222,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod guide;
 pub mod limit;
 pub mod policy;
 pub mod retry;
@@ -258,6 +250,12 @@ pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit}
 pub use policy::{Policy, PolicyConfig};
 #[cfg(feature = "alloc")]
 pub use {breaker::HeapBreaker, policy::HeapPolicy};
+
+/// README.md's Rust examples, compiled and run as doc tests (its two
+/// examples need `tokio`).
+#[cfg(all(doctest, feature = "tokio"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// The named futures returned by this crate's async methods, for storing them
 /// in structs or naming them in trait impls.

@@ -175,7 +175,7 @@ struct Hot {
     serve: AtomicPtr<()>,
 }
 
-// Sizes the README reports, checked at compile time: one 64-byte line for
+// Sizes the guide reports (guide::benchmarks, guide::firmware), checked at compile time: one 64-byte line for
 // the hot state (the word and the queue's lock and ends) and one for the
 // rest on x86_64; unpadded on thumbv7em.
 #[cfg(all(target_arch = "x86_64", not(loom)))]
@@ -231,8 +231,48 @@ pub struct BulkheadMetrics {
     pub peak_in_flight: usize,
     /// Acquisitions granted (an `acquire_many(n)` counts once). Never decreases.
     pub accepted: usize,
-    /// Refused because no permit was free and the caller would not wait, or
-    /// the wait queue was full.
+    /// Refused at once by a call that does not wait (`try_acquire*`):
+    /// no permit was free, or tasks were waiting (a newcomer never takes a
+    /// permit a queued waiter is owed). Never a wait: there is no cap on
+    /// waiters, and a wait that reaches its deadline is
+    /// [`rejected_timed_out`](Self::rejected_timed_out).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::{AcquireError, Bulkhead};
+    /// use watertight::clock::ManualClock;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = Bulkhead::new("search", 1, &clock);
+    /// let held = b.try_acquire().unwrap();
+    /// // No permit free: refused at once, counted here.
+    /// assert_eq!(b.try_acquire().unwrap_err(), AcquireError::Full);
+    /// assert_eq!(b.metrics().rejected_full, 1);
+    ///
+    /// // A wait queues however many wait; one that runs out is timed out.
+    /// let mut first = core::pin::pin!(b.acquire_timeout(Duration::from_millis(10)));
+    /// let mut second = core::pin::pin!(b.acquire_timeout(Duration::from_millis(10)));
+    /// assert!(futures_lite::future::poll_once(first.as_mut()).await.is_none());
+    /// assert!(futures_lite::future::poll_once(second.as_mut()).await.is_none());
+    /// assert_eq!(b.metrics().waiting, 2);
+    /// drop(held);
+    /// // A permit came free, but it is owed to the first waiter: a newcomer
+    /// // that will not wait is refused, and counted here too.
+    /// assert_eq!(b.try_acquire().unwrap_err(), AcquireError::Full);
+    /// let first = first.await.unwrap();
+    /// clock.advance(Duration::from_millis(10));
+    /// assert_eq!(second.await.unwrap_err(), AcquireError::TimedOut);
+    /// drop(first);
+    ///
+    /// // A request above the capacity is an error, not a refusal.
+    /// assert!(matches!(b.try_acquire_many(2), Err(AcquireError::ExceedsCapacity { .. })));
+    /// let m = b.metrics();
+    /// assert_eq!((m.rejected_full, m.rejected_timed_out), (2, 1));
+    /// # });
+    /// ```
     pub rejected_full: usize,
     /// Refused because the wait reached its deadline.
     pub rejected_timed_out: usize,

@@ -1,0 +1,70 @@
+//! Features, and the runtimes each one serves: the crate's one feature table.
+//!
+//! The README and the crate docs link here instead of repeating it. Every
+//! feature of `Cargo.toml`'s `[features]` is a row (`tests/readme.rs` checks
+//! that none is missing).
+//!
+//! | feature | default | what it enables | runtimes it serves | needs |
+//! |---|---|---|---|---|
+//! | `std` | yes | [`StdClock`](crate::clock::StdClock), and [`CoarseClock`](crate::clock::CoarseClock) (one relaxed atomic load per read, refreshed every 1 ms, or a resolution you choose, by one updater thread shared by the process, stopped and joined when its last handle is dropped; for slow-call thresholds of milliseconds to seconds), which read the time but cannot wait: anything that waits (`acquire*`, `timeout`, `Policy::call`) needs a [`Timer`](crate::clock::Timer), i.e. `TokioClock`, `AsyncIoClock`, `EmbassyClock` or [`ManualClock`](crate::clock::ManualClock) (by reference or `Arc`), and the compiler's error says so; a call or permit that panics records a failure | threads, or any executor (with a `Timer` to wait) | implies `alloc` |
+//! | `alloc` | via `std` | owned permits and their futures where the target has `alloc::sync`, `ManualClock` as a timer (its sleeps allocate a listener), `HeapBreaker` and `HeapPolicy` (a window sized at run time). Waiting for a permit needs no allocator: each waiting future holds its own queue node | every runtime, embassy included | an allocator |
+//! | `critical-section` | no | forwarded to portable-atomic for targets without compare-and-swap (`thumbv6m`), and without `std` the bulkhead's wait-queue lock becomes a critical section instead of a spin lock; enable it in the firmware binary, never in a library | embassy and bare-metal executors on single-core chips without CAS | a `critical-section` implementation in the firmware |
+//! | `tokio` | no | `clock::TokioClock` (honours tokio's paused test time) | tokio (current-thread, multi-thread, paused time) | std |
+//! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | smol, async-std | std |
+//! | `embassy` | no | `clock::EmbassyClock` (embassy-time) | embassy, on a microcontroller or on the host | embassy-time, whose tick rate and driver the firmware picks; no std |
+//! | `tower` | no | `tower::{BulkheadLayer, BreakerLayer, PolicyLayer, AdaptiveLayer}` and their services; permits per call, never hoarded in `poll_ready`; `PolicyLayer::idempotent()` retries `Clone` requests (opt-in, never by default) | any (the layers take a clock; the HTTP tests run on tokio) | std |
+//! | `metrics` | no | exporters into the `metrics` facade under plain Prometheus names, the system's name as the `system` label, handles registered once: `bulkhead_active_calls{system}`, `bulkhead_rejected_total{system,reason}`, `bulkhead_queued_total{system}`, `circuit_breaker_state{system}`, calls by outcome, slow calls, `retries_total{system,reason}`, `retry_budget_exhausted_total{system}`; an adaptive bulkhead's `bulkhead_limit{system}` and the window behind it (`LimitExporter`) | any | std |
+//! | `tracing` | no | one `tracing` event per breaker transition and per rejection, one per retry, and one per adaptive limit change, with the system's name | any | std |
+//! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders (errors name the field); per-system config from the environment (`examples/env_config.rs`), retry settings included (`retry_max_attempts`, `retry_budget_ratio`, …) | any, `no_std` included | — |
+//! | `redis` | no | `redis::GlobalBulkhead`: one limit shared by every process on the same Redis (or Valkey), through redis-rs's connection manager ([the global bulkhead](super::global)) | tokio | implies `tokio`; redis-rs 1.x needs **rustc 1.88** (the rest of the crate builds on 1.85) |
+//! | `redis-smol` | no | the same on smol (`GlobalBulkhead<AsyncIoClock>`, made with `connect_on(…, AsyncIoClock)`; redis-rs's `smol-comp`, tasks on smol's global executor) | smol | implies `redis` and `async-io`; rustc 1.88 |
+//!
+//! Without `alloc` (`--no-default-features`), everything but owned permits
+//! builds and needs no allocator: the bulkhead — `acquire`, `acquire_timeout`
+//! and `acquire_until` included, on `EmbassyClock` or a `Timer` of your own —
+//! the whole circuit breaker, the deadlines and a policy with a slot wait.
+//! `ManualClock` is always built. `firmware/` links them into a Cortex-M4F
+//! binary that has no allocator ([firmware](super::firmware)).
+//!
+//! # Runtimes
+//!
+//! Nothing here spawns or assumes an executor: a waiting future links its
+//! own node into the bulkhead's wait queue and is woken through its
+//! `Waker`, which any executor provides, and time comes from the clock type
+//! parameter.
+//!
+//! | runtime | clock | feature | tested by |
+//! |---|---|---|---|
+//! | tokio (current-thread, multi-thread, paused time) | `TokioClock` | `tokio` | `tests/rt_tokio.rs`, the tour, the HTTP tests |
+//! | smol | `AsyncIoClock` | `async-io` | `tests/rt_smol.rs`; the global bulkhead: `tests/global_redis_smol.rs` (`redis-smol`) |
+//! | async-std | `AsyncIoClock` | `async-io` | `tests/rt_async_std.rs` |
+//! | embassy (Cortex-M, or its executor on the host with embassy-time's std driver) | `EmbassyClock` | `embassy` | `tests/rt_embassy.rs`; `firmware/` links for `thumbv7em-none-eabihf` and runs in QEMU |
+//! | none: threads, or your own executor | `StdClock`, `CoarseClock` (no timer), or any `Timer` you write | `std` | the unit and model tests |
+//! | any executor, deterministic time: tests of your own code | `ManualClock` | always | `tests/bulkhead.rs`, `tests/breaker.rs`, the model tests, loom, Miri: every rule test here, no real sleeps |
+//!
+//! The runtime suites run the same scenarios on each runtime and assert
+//! counts and order, never latencies.
+//!
+//! | target | features built in CI |
+//! |---|---|
+//! | `thumbv7em-none-eabihf` | none; `alloc,embassy` (waiting for a permit builds in both) |
+//! | `thumbv6m-none-eabi` | `critical-section`; `critical-section,alloc,embassy` (the wait queue's lock is a critical section there) |
+//!
+//! # Examples
+//!
+//! Each integration has its own example (`cargo run --example NAME --features …`):
+//!
+//! | example | features | what it shows |
+//! |---|---|---|
+//! | `load_shedding` | `tower,tokio` | inbound load shedding on axum: a bulkhead layer answers 503 + `Retry-After` when full; a breaker-guarded route answers 503 with `Retry-After` = the breaker's hint rounded up |
+//! | `outbound` | `tokio` | a reqwest client with one `Policy` per downstream system, every refusal mapped to the caller's own "system unavailable" error |
+//! | `prometheus` | `metrics,tokio` | Prometheus text from a real exporter on `/metrics`, with traffic through a policy |
+//! | `env_config` | `serde,tokio` | per-system config from environment variables (`CLIENT_PAYMENTS__CB_FAILURE_RATE=30`), one policy per system |
+//! | `adaptive` | `tokio` | an adaptive bulkhead (Gradient2) in front of a loopback axum server whose workers go 20 → 5 → 20: the limit printed against the workers every 250 ms ([on real HTTP](super::adaptive#on-real-http)) |
+//! | `global_limit` | `redis` | four worker processes against one loopback neighbour: a local bulkhead of 20 each lets 80 calls at once through, one `GlobalBulkhead` of 20 at most 20 (needs `redis-server` on PATH; [the global bulkhead](super::global)) |
+//!
+//! `tests/tower_http.rs` checks load shedding over real HTTP on 127.0.0.1: with a
+//! limit of N = 4 and 7 concurrent slow requests, exactly 3 are answered 503 with
+//! `Retry-After` before any slow request finishes, and 4 are answered 200 once
+//! they do. `tests/metrics_http.rs` scrapes the exporter over HTTP;
+//! `tests/tracing_events.rs` checks one event per transition and rejection.

@@ -1,0 +1,103 @@
+//! One limit across processes: the global bulkhead on Redis.
+//!
+//! A `Bulkhead` limits one process. Four workers with a bulkhead of 20 each
+//! put 80 calls at a neighbour at once; twelve replicas, 240. Feature `redis`
+//! adds `watertight::redis::GlobalBulkhead`: one named system, one limit N
+//! shared by every process that uses the same Redis (or Valkey) and the same
+//! name, with `try_acquire().await`, `acquire_timeout(d).await`,
+//! `acquire_until(deadline).await` and an RAII permit:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")] {
+//! use core::time::Duration;
+//! use watertight::redis::{Fallback, GlobalBulkhead, GlobalConfig};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = GlobalConfig::builder(20)      // 20 calls at once, fleet-wide
+//!     .local_cap(4)                            // and at most 4 from this process
+//!     .fallback(Fallback::LocalShare(2))       // 2 on our own while Redis is down
+//!     .build()?;
+//! let payments = GlobalBulkhead::connect("redis://127.0.0.1/", "payments", config)?;
+//! let permit = payments.acquire_timeout(Duration::from_millis(200)).await?;
+//! # drop(permit);
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run()).unwrap();
+//! # }
+//! ```
+//!
+//! What it guarantees, in brief (the `watertight::redis` module's docs say it
+//! in full; they are built with the `redis` feature):
+//!
+//! - **The limit holds on one Redis primary**, however many processes race:
+//!   acquire and release are each one atomic Lua script over a sorted set of
+//!   holders scored by lease expiry in Redis's own `TIME` (never a client's
+//!   clock); expired holders are swept inside the acquire script. The keys
+//!   carry the hash tag `{name}` (one Redis Cluster slot per system).
+//! - **Fencing tokens**: each grant carries the next value of a per-system
+//!   counter (`permit.fencing_token()`), for downstreams that refuse stale
+//!   holders.
+//! - **Leases** (60 s by default) renewed by one background task per process,
+//!   all its holders in one script call; a process that dies (`kill -9`) leaks
+//!   nothing, its slots come back within one lease. A permit whose lease was
+//!   lost says so (`is_lost()`, a metric, a tracing warning).
+//! - **A drop never blocks**: it hands the release to the background task,
+//!   which batches releases; `permit.release().await` waits for Redis.
+//! - **Waiting is woken, not polled** (release notifications over RESP3
+//!   pub/sub), and gives up at its deadline. It is FIFO within a process,
+//!   **not across processes**.
+//! - **A local front** (`local_cap(k)`): a process at its cap is refused, or
+//!   waits, without a Redis round trip.
+//! - **When Redis is down, slow or unreachable**: every command has its own
+//!   timeout (100 ms); a caller whose deadline is shorter stops waiting at it
+//!   while its command runs on in a task of its own and tells the circuit
+//!   breaker of this crate that guards the connection how Redis did (a dead
+//!   Redis costs one timeout, then fast refusals, however short the callers'
+//!   deadlines), and the fallback
+//!   decides: `FailClosed` (a typed error at once) or `LocalShare(k)` (a local
+//!   bulkhead of k slots). The global limit resumes when Redis is back,
+//!   without a restart.
+//! - **Not across a failover**: replication is asynchronous, so a promoted
+//!   replica can lose grants (and run the fleet over the limit until the
+//!   holders' renewals report their leases lost); fencing tokens are the
+//!   answer where over-limit calls must be refused.
+//!
+//! `tests/global_redis.rs` checks these against a real redis-server (4
+//! processes × 32 tasks against N = 10, a holder killed with `kill -9`, Redis
+//! frozen with SIGSTOP, killed and restarted), and `tests/global_redis_smol.rs`
+//! the same bulkhead on smol, with no tokio runtime (feature `redis-smol`).
+//!
+//! The example `global_limit` reproduces the four-workers case with real
+//! processes: a neighbour (an axum server on 127.0.0.1) that counts the calls
+//! in flight, a redis-server of its own (a Unix socket in a temporary
+//! directory, persistence off), and four worker processes (the example itself,
+//! started again in a worker role), each firing 40 calls at once, each call
+//! held 20–50 ms by the neighbour. Round 1 goes through a local `Bulkhead` of
+//! 20 in each process; round 2 through one `GlobalBulkhead` of 20
+//! (`local_cap(20)` in front). It stops every process it started, and without
+//! `redis-server` on PATH it prints how to get it (`apt-get install -y
+//! redis-server`) and exits. The tour runs it as act 7 when built with the
+//! feature.
+//!
+//! ```sh
+//! cargo run --example global_limit --features redis
+//! ```
+//!
+//! ```text
+//! global_limit: 4 worker processes, each firing 40 calls at once at a neighbour on 127.0.0.1 that holds each call 20-50 ms; a redis-server of our own on a Unix socket
+//!   round  limit                                             answered  max in flight at the neighbour     time
+//!   1      Bulkhead(20) in each of the 4 processes            160/160                              80   129 ms
+//!   2      GlobalBulkhead(20) on Redis, local_cap(20) each    160/160                              20   370 ms
+//!   -> local limits alone let 80 calls at once reach the neighbour (4 x 20 slots); through one GlobalBulkhead of 20, 20 at most
+//! ```
+//!
+//! The time column is the round's wall time, start-up excluded: round 2 is
+//! slower because 160 calls now take turns in 20 slots instead of 80, and each
+//! acquire and release is a Redis round trip. `tests/global_limit_example.rs`
+//! runs the same demonstration and checks it: every call answered in both
+//! rounds, more than 20 at once at the neighbour in round 1, between 10 and 20
+//! in round 2.
+//!
+//!
+//! What a grant and a release cost against a `PING`, and how many round
+//! trips they take: [benchmarks: the global bulkhead](super::benchmarks#the-global-bulkhead-on-redis).

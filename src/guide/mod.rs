@@ -1,0 +1,34 @@
+//! The guide: how the pieces fit, what was decided, and what was measured.
+//!
+//! Documentation only: these modules hold no items. Each page's Rust examples
+//! are compiled doc tests (those that need a feature compile with it, e.g.
+//! under `cargo test --all-features --doc`); shell commands are `sh` blocks to
+//! run from the repository's root. Each item's own rules are on the item; a
+//! page here links to them.
+//!
+//! | page | what it covers |
+//! |---|---|
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its eight acts with its output |
+//! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
+//! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
+//! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
+//! | [`global`] | one limit across processes: the global bulkhead on Redis (feature `redis`) |
+//! | [`firmware`] | embassy firmware: flash and RAM on a Cortex-M4F, and runs on two boards in QEMU |
+//! | [`testing`] | what we tried: faults and bad input, the soak on every runtime, fuzzing, and everything CI runs |
+//! | [`when_to_use`] | when to use a [`Bulkhead`](crate::Bulkhead), and when tokio's `Semaphore` is enough |
+//! | [`features`] | the one feature table: what each feature enables and which runtimes it serves; the runtimes, tested where; the examples |
+//! | [`benchmarks`] | every bench table, each with the command that reproduces it |
+//!
+//! The crate's own docs ([the crate root](crate)) say which primitive to use
+//! when, the defaults and where they come from, and the memory ordering.
+
+pub mod adaptive;
+pub mod benchmarks;
+pub mod breaker;
+pub mod features;
+pub mod firmware;
+pub mod global;
+pub mod policy;
+pub mod testing;
+pub mod tour;
+pub mod when_to_use;

@@ -1,0 +1,178 @@
+//! One policy per system, and retries within the request's budget.
+//!
+//! A [`Policy`](crate::Policy) runs every call to one system through its
+//! bulkhead, its breaker and a deadline, in that order (why that order: the
+//! [crate docs](crate#which-primitive-when)):
+//!
+//! ```rust
+//! # #[cfg(feature = "tokio")] {
+//! use core::time::Duration;
+//! use watertight::clock::TokioClock;
+//! use watertight::deadline::Deadline;
+//! use watertight::policy::{Error, Policy, PolicyConfig};
+//! use watertight::BreakerConfig;
+//!
+//! async fn price(
+//!     pricing: &Policy<TokioClock>,
+//!     request: &Deadline<TokioClock>,
+//!     sku: u32,
+//! ) -> Result<u32, Error<std::io::Error>> {
+//!     // Slot wait and call timeout are each capped by what is left of the
+//!     // request's budget; a refusal by any layer is `err.is_unavailable()`.
+//!     pricing.call_within(request, || fetch_price(sku)).await
+//! }
+//!
+//! async fn fetch_price(_sku: u32) -> Result<u32, std::io::Error> {
+//!     Ok(1299)
+//! }
+//!
+//! fn pricing() -> Policy<TokioClock> {
+//!     // A pool of 10 connections: 8 calls at once, 100 ms slot wait, 2 s per call.
+//!     let config = PolicyConfig::for_pool(10)
+//!         .max_wait(Duration::from_millis(100))
+//!         .call_timeout(Duration::from_secs(2))
+//!         .breaker(BreakerConfig::DEFAULT)
+//!         .build()
+//!         .expect("valid config");
+//!     Policy::new("pricing", config, TokioClock).expect("window fits")
+//! }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! #     let request = Deadline::after(TokioClock, Duration::from_millis(1500));
+//! #     assert_eq!(price(&pricing(), &request, 7).await.unwrap(), 1299);
+//! # });
+//! # }
+//! ```
+//!
+//! `Policy<TokioClock>` keeps its breaker's window inline, at most 64 calls
+//! (`Policy<C, N>` for another compile-time `N`, up to 1023): no heap, so it
+//! also runs on a microcontroller, and a config with a larger window is
+//! refused by `Policy::new`. A server whose window comes from its
+//! environment (`CLIENT_PRICING__CB_WINDOW_SIZE=100`) uses a
+//! `HeapPolicy<TokioClock>` instead: the same policy with the window sized
+//! from the config when it is made — one allocation, then none per call — so
+//! any `window_size` a config accepts (1 to 1023) runs
+//! (`examples/env_config.rs`).
+//!
+//! A bulkhead refusal never reaches the breaker; a breaker refusal gives the
+//! slot back at once; a call that runs out of its own `call_timeout` is a
+//! failure for the breaker, while one cut short by the caller's budget is
+//! recorded as nothing (the system did not exceed its own timeout).
+//!
+//! # Retries
+//!
+//! A call that is safe to make twice can be retried through its policy:
+//!
+//! ```rust
+//! # #[cfg(feature = "tokio")] {
+//! use core::time::Duration;
+//! use watertight::clock::TokioClock;
+//! use watertight::deadline::Deadline;
+//! use watertight::policy::{Error, Policy, PolicyConfig};
+//! use watertight::retry::RetryConfig;
+//!
+//! #[derive(Debug)]
+//! enum SearchError {
+//!     Status(u16),
+//! }
+//!
+//! async fn search(
+//!     policy: &Policy<TokioClock>,
+//!     request: &Deadline<TokioClock>,
+//!     q: &str,
+//! ) -> Result<String, Error<SearchError>> {
+//!     // Safe to make twice: a failure or a call timeout is retried, each
+//!     // attempt through the whole policy again, inside the request's budget.
+//!     policy
+//!         .call_idempotent(|| fetch(q))
+//!         .within(request)
+//!         .retry_after(|e: &SearchError| match e {
+//!             SearchError::Status(503) => Some(Duration::from_millis(200)),
+//!             _ => None,
+//!         })
+//!         .await
+//! }
+//!
+//! async fn fetch(q: &str) -> Result<String, SearchError> {
+//!     if q.is_empty() { Err(SearchError::Status(503)) } else { Ok(format!("results for {q}")) }
+//! }
+//!
+//! fn search_policy() -> Policy<TokioClock> {
+//!     let config = PolicyConfig::builder(4)
+//!         .call_timeout(Duration::from_millis(300))
+//!         // The defaults, written out.
+//!         .retry(
+//!             RetryConfig::builder()
+//!                 .max_attempts(2)
+//!                 .backoff(Duration::from_millis(50), Duration::from_secs(1))
+//!                 .min_attempt_time(Duration::from_millis(50))
+//!                 .budget(10, 10.0),
+//!         )
+//!         .build()
+//!         .expect("valid config");
+//!     Policy::new("search", config, TokioClock).expect("window fits")
+//! }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! #     let request = Deadline::after(TokioClock, Duration::from_millis(1500));
+//! #     let policy = search_policy();
+//! #     assert_eq!(search(&policy, &request, "boots").await.unwrap(), "results for boots");
+//! # });
+//! # }
+//! ```
+//!
+//! **The order: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.** The retry is
+//! outermost, so each attempt is a call like any other: it takes a slot of its
+//! own (none is held through the backoff sleep), passes the breaker again
+//! (which sees every attempt's outcome, and an open breaker refuses the retry
+//! as it refuses any call), and runs under its own call timeout, all inside
+//! what is left of the request's budget. A retry inside the bulkhead would
+//! hold a slot while it sleeps; inside the breaker it would show the breaker
+//! one outcome for several attempts and keep calling a system the breaker has
+//! given up on.
+//!
+//! **What is retried, and what never is.** Only calls marked idempotent
+//! (`call_idempotent`, or a tower layer made with `PolicyLayer::idempotent()`;
+//! a plain `call`, `call_with` or `call_within` never retries), and of those
+//! only an attempt that failed — an outcome the classifier (`.classify(k)`;
+//! by default: every `Err`) calls a `Failure`, an `Err` or an answer such as
+//! an HTTP client's `Ok(503)` (when the retries end, the last answer is
+//! returned) — or that ran out of its own call timeout. Never a success, an
+//! outcome the classifier calls a `Success` or `Ignored`, a call cut short by
+//! the request's own budget, nor any refusal by this crate's layers: a full
+//! or closed bulkhead, an open breaker, a spent budget mean "stop", and
+//! retrying them is the storm. `.retry_after(hint)` lets an error say how
+//! long to wait (a server's `Retry-After`) instead of the backoff, still
+//! never past the budget.
+//!
+//! **Bounded three ways, and the defaults.**
+//!
+//! - Attempts: 2 in all (one retry: retry once, if the operation is
+//!   idempotent and the budget allows).
+//! - Time: before retry *n*, a sleep drawn uniformly from
+//!   `[0, min(1 s, 50 ms × 2ⁿ⁻¹)]` (full jitter, from a SplitMix64 sequence
+//!   per policy: no global RNG, `no_std`); never a sleep past the request's
+//!   deadline, and no attempt started with less than 50 ms of it left (the
+//!   last error is returned instead).
+//! - The system's retry budget, shared by every caller of the policy:
+//!   10 tokens, 10 % of a token back per success (gRFC A6's retry throttling).
+//!   Every failed attempt of an idempotent call takes a token (the last
+//!   attempt's too), every success gives a tenth of one back (plain calls do
+//!   not touch the budget); a failed call is retried only if, after its
+//!   failure took its token, more than half of the tokens are left. So
+//!   from a full budget a storm gets at most 4 retries, and then none until
+//!   successes bring it back above half (10 successes give back one token).
+//!   One atomic word, lock-free, no allocation; the check and the withdrawal
+//!   are one step, so callers failing at once cannot spend the same tokens.
+//!
+//! `Policy::retry_metrics()` counts the retries after a failure and after a
+//! timeout, and the failed calls the budget did not let retry (exported as
+//! `retries_total{system, reason}` and `retry_budget_exhausted_total{system}`
+//! by the `metrics` feature's `PolicyExporter`; the `tracing` feature logs
+//! one event per retry); `Policy::retry_budget().tokens()` reads the budget.
+//! With `serde`, the settings are the config keys `retry_max_attempts`,
+//! `retry_base_backoff`, `retry_max_backoff`, `retry_min_attempt_time`,
+//! `retry_budget_tokens` and `retry_budget_ratio`.
+//!
+//!
+//! How those bounds do in a retry storm, beside a naive loop and tower's
+//! `retry` with its `TpsBudget`, and what a retryable call costs when it
+//! needs no retry: [benchmarks: retries](super::benchmarks#retries).

@@ -1,0 +1,179 @@
+//! The tour: eight acts on real loopback HTTP, and what each one shows.
+//!
+//! # Run it
+//!
+//! ```sh
+//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics and retries within the budget on real loopback HTTP (axum + reqwest); about 5 s, after a first build of under 90 s
+//! cargo run --example tour --features tokio,tower,metrics
+//! # ... and act 7, one limit across processes on Redis (rustc 1.88, redis-server on PATH)
+//! cargo run --example tour --features tokio,tower,metrics,redis
+//! ```
+//!
+//! `cargo run --example bulkhead --features tokio` and
+//! `cargo run --example breaker --features tokio` are shorter examples without
+//! HTTP; every integration has one of its own ([features](super::features#examples)).
+//!
+//! The repository is a cargo workspace of two packages, both default members,
+//! so these commands and the test command (`cargo test --all-features`) work
+//! from its root: the library, `watertight`, with its
+//! tests (`tests/`) and benches (`benches/`); and its examples (`examples/`,
+//! the unpublished package `watertight-examples`), which depend on only what
+//! they use. Running the tour therefore builds tokio, axum, reqwest, tower and
+//! a Prometheus exporter, and not what the tests and benches need (criterion,
+//! the peer breakers, proptest, smol, async-std, embassy's executor).
+//!
+//! The tour's first build from a fresh clone (crates already downloaded)
+//! compiles 116 crates: 78–85 s on this 2-core machine while two other builds
+//! ran beside it (load average 5–7), about 66 s of CPU time. Before the
+//! examples had a package of their own it compiled 231 crates: 126–153 s
+//! under the same load (about 117 s of CPU), 57–65 s with the machine nearly
+//! idle (load average 0–2). The test command still builds every
+//! dev-dependency of the library, criterion and the peers included.
+//!
+//! # What the tour shows
+//!
+//! Acts 1–3 are the classic demonstration of the bulkhead pattern (named, in
+//! Microsoft's Azure Architecture Center, after the sectioned partitions of a
+//! ship's hull: if the hull is breached, only the damaged section floods). A
+//! checkout that needs only a quick inventory lookup hangs because a degraded
+//! shipping-rate API holds every worker of a shared pool. The slow dependency
+//! (`/shipping-rate`, 400 ms: the usual 2 s scaled down five times) and the
+//! fast one (`/inventory/{sku}`, 50 ms) are each called over real HTTP;
+//! latencies are what the caller observes, from submission:
+//!
+//! ```text
+//! == Act 1: one shared limit — a fast dependency starves behind a slow one
+//!   system     calls   ok rejected   caller-observed latency, ms from submission (sorted)
+//!   shipping       8    8        0    403   404   404   404   806   807   807   807
+//!   inventory      2    2        0    860   860
+//!   -> a 50 ms lookup took 860 ms (2.2 slow calls, 17x its own time): it queued behind all 8 shipping calls
+//!
+//! == Act 2: one bulkhead per system — the slow one floods only its own compartment
+//!   shipping       8    8        0    403   404   404   405   806   807   807   807
+//!   inventory      2    2        0     53    54
+//!   -> inventory back to 54 ms, its own time; shipping as slow as ever (807 ms): slowness contained, not cured
+//!
+//! == Act 3: a flood with a short max wait — the overflow is turned away fast
+//!   shipping      10    3        7    201*  202*  202*  202*  202*  202*  202*  402   403   403
+//!   inventory      4    4        0     52    52    53    53
+//!   -> shipping: 3 ok, 7 turned away by 202 ms (max wait 200 ms); inventory: 4 ok by 53 ms
+//! ```
+//!
+//! Act 4 is the circuit breaker: `/shipping-rate` starts answering 503, and the
+//! client calls it through a `CircuitBreaker` (window 10, minimum 5 calls, 50 %,
+//! open 500 ms — the default 30 s scaled down — 3 probes) whose classifier counts
+//! a 5xx or no answer as a failure. The timeline (ms since the act began):
+//!
+//! ```text
+//! == Act 4: a circuit breaker — shipping goes down, the calls stop, it comes back
+//!   +   0 ms  server: /shipping-rate goes down, answers 503 at once
+//!   +   1 ms  call 1 -> 503 (failure)
+//!   ...
+//!   +   8 ms  call 5 -> 503 (failure)
+//!   +   8 ms  breaker CLOSED -> OPEN
+//!             (window: 5 failures of 5 calls = 100 %, threshold 50 %)
+//!   +   8 ms  call 6 refused: open, retry after 499.98 ms
+//!   +   8 ms  call 7 refused: open, retry after 499.98 ms
+//!   +   8 ms  call 8 refused: open, retry after 499.97 ms
+//!   +   8 ms  server: 5 requests so far; the 3 refused calls never reached it
+//!   +   8 ms  server: /shipping-rate is back, healthy (50 ms)
+//!   +   8 ms  client sleeps 499.97 ms, as the last refusal said
+//!   + 513 ms  state() says HALF_OPEN: the open wait is over, the next call is a probe
+//!   + 513 ms  breaker OPEN -> HALF_OPEN
+//!   + 570 ms  call 9 (probe) -> 200 (success)
+//!   + 622 ms  call 10 (probe) -> 200 (success)
+//!   + 678 ms  call 11 (probe) -> 200 (success)
+//!   + 678 ms  breaker HALF_OPEN -> CLOSED
+//!   + 730 ms  call 12 -> 200 (success)
+//! ```
+//!
+//! **Act 5: a request budget over two systems.** `GET /product/{sku}` and
+//! `GET /checkout/{sku}` each have 1.5 s (`Deadline::after(TokioClock, 1500 ms)`)
+//! and call `/stock` and `/pricing` over HTTP, each through its own `Policy`
+//! (pricing: 4 at once, 50 ms slot wait, 300 ms call timeout, breaker window 4,
+//! minimum 4, 50 %, open 1 s). Pricing degrades to 3 s answers. Pages are
+//! still answered in about 300 ms, without a price: pricing's call timeout
+//! cuts the call, and the breaker counts that as a failure. After two timeouts
+//! the breaker opens: pages come back in stock's 50 ms with a retry hint for
+//! the price, and no request reaches pricing; a checkout, which needs a price,
+//! answers `503` with `Retry-After: 1` in about 1 ms. Stock serves every
+//! request it is asked.
+//!
+//! ```text
+//!   +   0 ms  GET /product/SKU-1  -> 200 in  54 ms      {"sku":"SKU-1","stock":{"in_stock":42},"price":{"price_cents":1299}}
+//!   +  54 ms  GET /checkout/SKU-1 -> 200 in 104 ms
+//!   + 158 ms  server: /pricing degrades, answers in 3000 ms
+//!   + 158 ms  GET /product/SKU-2  -> 200 in 309 ms      ..."price":{"unavailable":"timed out"}}
+//!   + 467 ms  GET /product/SKU-3  -> 200 in 302 ms      ..."price":{"unavailable":"timed out"}}
+//!   + 770 ms  pricing breaker CLOSED -> OPEN (window: 2 failures of 4 calls)
+//!   + 770 ms  GET /product/SKU-4  -> 200 in  53 ms      ..."price":{"unavailable":"circuit open","retry_after_ms":997}}
+//!   + 875 ms  GET /checkout/SKU-5 -> 503 in   1 ms, Retry-After: 1
+//!
+//!   8 answers: 2 full, 5 partial (no price), 1 unavailable (503); the slowest took 309 ms of its 1500 ms budget
+//!   stock:   7 requests reached it, all it was asked; breaker closed, 0 failures
+//!   pricing: 4 requests reached it (2 answered, 2 cut at 300 ms); breaker open, 4 calls refused without a request
+//! ```
+//!
+//! **Act 6: the integrations, briefly.** The server's `GET /report` (200 ms)
+//! sits behind `watertight::tower::BulkheadLayer` (2 slots, fail fast), a
+//! refusal answered `503` with `Retry-After: 1` through axum's
+//! `HandleErrorLayer`; 5 requests at once get 3 × `503` in about 1 ms and
+//! 2 × `200` in about 200 ms. Then a few lines of Prometheus text from a real
+//! exporter, for act 5's policies and this bulkhead:
+//!
+//! ```text
+//!   GET /report -> 503 in   1 ms, Retry-After: 1  bulkhead full
+//!   ...
+//!   GET /report -> 200 in 202 ms                  {"report":"ready"}
+//!     bulkhead_rejected_total{system="report",reason="full"} 3
+//!     circuit_breaker_rejected_total{system="pricing"} 4
+//!     circuit_breaker_state{system="pricing"} 1
+//!     circuit_breaker_state{system="stock"} 0
+//! ```
+//!
+//! **Act 7: one limit across processes** (feature `redis` and `redis-server`
+//! on PATH) is the `global_limit` example
+//! ([the global bulkhead](super::global)), whose code the
+//! tour includes: four worker processes (the tour's binary again) against one
+//! neighbour, first with a local bulkhead of 20 each, then through one
+//! `GlobalBulkhead` of 20:
+//!
+//! ```text
+//! == Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20
+//!    4 worker processes, each firing 40 calls at once at a neighbour on 127.0.0.1 that holds each call 20-50 ms; a redis-server of our own on a Unix socket
+//!
+//!   round  limit                                             answered  max in flight at the neighbour     time
+//!   1      Bulkhead(20) in each of the 4 processes            160/160                              80   123 ms
+//!   2      GlobalBulkhead(20) on Redis, local_cap(20) each    160/160                              20   375 ms
+//!   -> local limits alone let 80 calls at once reach the neighbour (4 x 20 slots); through one GlobalBulkhead of 20, 20 at most
+//! ```
+//!
+//! Without the feature, or without `redis-server`, the act is one line:
+//!
+//! ```text
+//! == Act 7: one limit across processes: skipped, it needs the redis feature (--features tokio,tower,metrics,redis; rustc 1.88) and a redis-server on PATH (apt-get install -y redis-server)
+//! ```
+//!
+//! **Act 8: retries within the budget** ([retries](super::policy#retries)), on a search
+//! server of its own (`GET /search/{q}`, 50 ms) called through a policy with
+//! `call_idempotent(..).within(&budget)` and the default retries. The server
+//! holds the first request 3 s: the 300 ms call timeout cuts it and the call
+//! is retried once, after a jittered backoff, inside its 1.5 s budget. Then
+//! search goes down (503 at once) and 30 calls are made one after another:
+//! the budget lets the first two retry and then refuses (search's breaker
+//! judges only after 50 calls here, so the budget alone is at work), where a
+//! loop that retries 3 times with no delay sends four times the requests.
+//! The counts are the same every run (seeded jitter, one call at a time):
+//!
+//! ```text
+//! == Act 8: retries within the budget — a timed-out call retried once, a storm the budget stops
+//!   +   0 ms  attempt 1: GET /search/boots (search holds this one 3 s)
+//!   + 337 ms  attempt 2: GET /search/boots
+//!   + 392 ms  answered {"q":"boots","results":3}
+//!   -> attempt 1 was cut at its 300 ms call timeout and retried once, inside the request's 1500 ms (1108 left): 1 retry after a timeout, 2 requests reached search, 9.1 of 10 tokens left
+//!
+//!   + 392 ms  server: /search goes down, answers 503 at once
+//!   + 476 ms  30 calls through call_idempotent: 30 failed; 32 requests reached search: 2 retries, then the budget refused 28 (0.0 tokens left)
+//!   + 535 ms  the same 30 calls in a loop that retries 3 times, no delay, no budget: 120 requests reached search
+//!   -> the budget let 2 of 30 failing calls retry and then stopped: 32 requests for 30 calls, where the loop sent 120; breaker closed (33 failures of 34 calls, it judges after 50)
+//! ```
