@@ -153,7 +153,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// The run README shows.
+    /// The run the guide shows (`guide::adaptive`).
     pub const DEFAULT: Setup = Setup {
         phases: PHASES,
         phase: PHASE,

@@ -96,7 +96,7 @@ echo
 # shellcheck disable=SC2154 # set by eval above
 echo "bulkhead + breaker (no-deadline − unguarded): $guard_z B of flash at opt-level \"z\"," \
     "$guard_s B at \"s\" (target: ≤ 4096 B)"
-# The README's claim, kept true: bulkhead + breaker within 4 KiB at both
+# The guide's claim (guide::firmware), kept true: bulkhead + breaker within 4 KiB at both
 # levels.
 # shellcheck disable=SC2154
 for guard in "z $guard_z" "s $guard_s"; do

@@ -19,7 +19,7 @@
 //!   calls are dropped causes as many as the fixed limits).
 //!
 //! `cargo bench -p watertight --bench limit` prints the same runs as the
-//! README's table.
+//! the guide's table (`guide::benchmarks`).
 
 #[path = "support/limit_sim.rs"]
 mod sim;

@@ -364,7 +364,7 @@ pub fn calls_before(seconds: &[Second], k: usize) -> usize {
     seconds[..k].iter().map(|s| s.arrivals).sum()
 }
 
-/// The table `benches/limit.rs` prints and README shows: per phase and
+/// The table `benches/limit.rs` prints and the guide shows (`guide::benchmarks`): per phase and
 /// limiter, goodput, p50 and p99 after convergence (fixed limits: over the
 /// phase's second half), refusals by the limiter and drops by the
 /// downstream over the whole phase, the limit's range after convergence,
