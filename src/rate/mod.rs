@@ -554,7 +554,8 @@ impl<C: Clock> RateLimiter<C> {
         let mut tat = self.hot.tat.load(Relaxed);
         loop {
             let slot = match gcra::place(tat, now, inc, tolerance) {
-                Some(slot) if slot.at <= deadline.as_nanos() => slot,
+                // Conforms now (even past the deadline), or by the deadline.
+                Some(slot) if slot.at <= now || slot.at <= deadline.as_nanos() => slot,
                 other => return Begin::Refused(self.refuse(now, other)),
             };
             match self
