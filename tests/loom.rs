@@ -1856,10 +1856,10 @@ mod rate {
             r.check().unwrap(); // the next cell conforms at 1 s
             let r1 = r.clone();
             let canceller = thread::spawn(move || {
+                // Reserved (pending) or, if the clock moved first, admitted;
+                // dropped as the thread ends.
                 let mut wait = pin!(r1.until_ready());
                 let first = wait.as_mut().poll(&mut Context::from_waker(Waker::noop()));
-                // Reserved (pending) or, if the clock moved first, admitted.
-                drop(wait);
                 first.is_ready()
             });
             let ticker = thread::spawn(move || clock.advance(SECOND));

@@ -243,6 +243,7 @@ fn wait_is_served_at_its_instant() {
 fn wait_that_conforms_now_is_not_a_wait() {
     let clock = ManualClock::new();
     let r = RateLimiter::new("api", Quota::per_second(2), &clock);
+    clock.advance(MS);
     let mut wait = Task::new(r.acquire_until(Instant::ZERO));
     // Its deadline has passed, but the cell conforms now: taken.
     assert_eq!(wait.ready(), Ok(()));

@@ -390,8 +390,8 @@ pub fn run(spec: Spec, ops: &[Op]) -> Result<(), Mismatch> {
     }
 
     // Teardown: every wait still alive is dropped, in order, now.
-    for i in 0..waits.len() {
-        if let Some(task) = waits[i].take() {
+    for (i, wait) in waits.iter_mut().enumerate() {
+        if let Some(task) = wait.take() {
             drop(task);
             reference.cancel(u128::from(clock.now().as_nanos()), i);
         }
