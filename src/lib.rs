@@ -13,6 +13,9 @@
 //!   wait, and capped half-open probes;
 //! - [`deadline`]: a timeout per call ([`deadline::timeout`]) and a request
 //!   budget ([`deadline::Deadline`]) handed down the call chain;
+//! - the [`RateLimiter`]: *no more than n calls to this system per period,
+//!   with a burst* — GCRA on one atomic word, a refusal that says when to
+//!   come back, and waits that reserve their cells instead of queueing;
 //! - the [`Policy`]: one per external system, running a call through the
 //!   bulkhead, the breaker and a deadline in that order, with one "system
 //!   unavailable" error for every refusal.
@@ -225,6 +228,7 @@ pub mod deadline;
 pub mod guide;
 pub mod limit;
 pub mod policy;
+pub mod rate;
 pub mod retry;
 
 #[cfg(feature = "serde")]
@@ -248,6 +252,7 @@ pub use breaker::{
 pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 pub use policy::{Policy, PolicyConfig};
+pub use rate::{Quota, RateError, RateLimiter};
 #[cfg(feature = "alloc")]
 pub use {breaker::HeapBreaker, policy::HeapPolicy};
 

@@ -1,0 +1,178 @@
+use core::fmt;
+use core::time::Duration;
+
+use crate::clock::Instant;
+
+/// Why a rate limiter did not admit a request.
+///
+/// `Limited` is a *rejection*: the limiter is doing its job, and the caller
+/// should come back after `retry_after` (a 429 or 503 with `Retry-After`, a
+/// cached answer, a fallback). `ExceedsBurst` is an error in the request
+/// itself: more cells than the burst can never conform, so it fails at once
+/// instead of waiting forever, and it is not counted as a refusal.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::rate::{Quota, RateError, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let api = RateLimiter::new("api", Quota::per_second(2), &clock);
+/// api.check_n(2).unwrap();
+/// let err = api.check().unwrap_err();
+/// assert!(err.is_rejection());
+/// assert_eq!(err.retry_after(), Some(Duration::from_millis(500)));
+/// assert_eq!(err.to_string(), "rate limited: retry after 500ms");
+///
+/// let err = api.check_n(3).unwrap_err();
+/// assert_eq!(err, RateError::ExceedsBurst { requested: 3, burst: 2 });
+/// assert!(!err.is_rejection());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RateError {
+    /// The cells do not conform yet. They would at `ready_at`, `retry_after`
+    /// from the time the limiter read (exact: a request for the same cells
+    /// at `ready_at` is admitted if nothing else took cells in between).
+    ///
+    /// A request that would carry the limiter's schedule past
+    /// [`Instant::MAX`] (the clock's end of time, 584 years of
+    /// nanoseconds) never conforms: it is refused with `ready_at` at
+    /// `Instant::MAX`.
+    Limited {
+        /// How long from now until the cells conform.
+        retry_after: Duration,
+        /// When they conform, on the limiter's clock.
+        ready_at: Instant,
+    },
+    /// More cells were requested than the quota's burst: waiting could never
+    /// succeed, so the request fails at once.
+    ExceedsBurst {
+        /// Cells asked for.
+        requested: u32,
+        /// The quota's burst.
+        burst: u32,
+    },
+}
+
+impl RateError {
+    /// Whether this is a rejection (`Limited`): the system is unavailable
+    /// to this caller for now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::rate::RateError;
+    ///
+    /// assert!(!RateError::ExceedsBurst { requested: 5, burst: 4 }.is_rejection());
+    /// ```
+    pub fn is_rejection(&self) -> bool {
+        matches!(self, RateError::Limited { .. })
+    }
+
+    /// The time until the cells conform, for a `Retry-After`; `None` for
+    /// `ExceedsBurst`, which never will.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::rate::RateError;
+    ///
+    /// assert_eq!(RateError::ExceedsBurst { requested: 5, burst: 4 }.retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RateError::Limited { retry_after, .. } => Some(*retry_after),
+            RateError::ExceedsBurst { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for RateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateError::Limited { retry_after, .. } => {
+                write!(f, "rate limited: retry after {retry_after:?}")
+            }
+            RateError::ExceedsBurst { requested, burst } => write!(
+                f,
+                "requested {requested} cells but the rate limit's burst is {burst}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for RateError {}
+
+/// A [`Quota`](super::Quota) that cannot be used.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::rate::{Quota, QuotaError};
+///
+/// let err = Quota::try_new(0, Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(err, QuotaError::ZeroCells);
+/// assert_eq!(err.to_string(), "a rate limit must admit at least 1 cell per period");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// Zero cells per period would refuse every call.
+    ZeroCells,
+    /// A burst of zero would refuse every call.
+    ZeroBurst,
+    /// A period of zero is no rate.
+    ZeroPeriod,
+    /// The period is longer than `u64::MAX` nanoseconds (584 years).
+    PeriodTooLong,
+    /// `burst × T` (how far ahead of the schedule a caller may run) is longer
+    /// than `u64::MAX` nanoseconds.
+    BurstTooLong {
+        /// The burst asked for.
+        burst: u32,
+        /// The emission interval `T`.
+        interval: Duration,
+    },
+}
+
+impl QuotaError {
+    /// The `const fn` constructors' panic, with a message per error.
+    pub(crate) const fn panic(self) -> ! {
+        match self {
+            QuotaError::ZeroCells => panic!("a rate limit must admit at least 1 cell per period"),
+            QuotaError::ZeroBurst => panic!("a rate limit's burst must be at least 1"),
+            QuotaError::ZeroPeriod => panic!("a rate limit's period must not be zero"),
+            QuotaError::PeriodTooLong => {
+                panic!("a rate limit's period must not exceed u64::MAX nanoseconds")
+            }
+            QuotaError::BurstTooLong { .. } => {
+                panic!("a rate limit's burst × interval must not exceed u64::MAX nanoseconds")
+            }
+        }
+    }
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::ZeroCells => {
+                f.write_str("a rate limit must admit at least 1 cell per period")
+            }
+            QuotaError::ZeroBurst => f.write_str("a rate limit's burst must be at least 1"),
+            QuotaError::ZeroPeriod => f.write_str("a rate limit's period must not be zero"),
+            QuotaError::PeriodTooLong => {
+                f.write_str("a rate limit's period must not exceed 584 years (u64::MAX ns)")
+            }
+            QuotaError::BurstTooLong { burst, interval } => write!(
+                f,
+                "a rate limit's burst of {burst} cells {interval:?} apart exceeds u64::MAX ns"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for QuotaError {}
