@@ -66,7 +66,6 @@ use crate::clock::Clock;
 use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use call::Call;
-#[cfg(feature = "tower")]
 pub use classify::{Classify, ErrIsFailure, Outcome};
 pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
 pub use error::{CallError, Rejection};

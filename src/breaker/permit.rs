@@ -472,6 +472,8 @@ impl<K> Admission<K> {
 
     /// Admitted already, with `raw` (from [`Guard::acquire_raw`], asked
     /// before the first poll: the tower service asks when it is called).
+    // Used by the tower breaker service only.
+    #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) const fn admitted(raw: Raw, classify: K) -> Self {
         Admission {
@@ -483,6 +485,7 @@ impl<K> Admission<K> {
 
     /// Refused before the first poll (the tower service asks when it is
     /// called): done, with no permit and no classifier.
+    #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) const fn refused() -> Self {
         Admission {
