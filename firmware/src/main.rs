@@ -111,8 +111,11 @@ mod guarded {
 
     /// At most 10 calls a second to the upstream, 3 at once.
     #[cfg(feature = "rate")]
-    pub static UPSTREAM_RATE: RateLimiter<EmbassyClock> =
-        RateLimiter::new("upstream", Quota::per_second(10).burst(3), EmbassyClock::new());
+    pub static UPSTREAM_RATE: RateLimiter<EmbassyClock> = RateLimiter::new(
+        "upstream",
+        Quota::per_second(10).burst(3),
+        EmbassyClock::new(),
+    );
 
     /// Opens when half the last 64 calls failed.
     pub static UPSTREAM_BREAKER: CircuitBreaker<EmbassyClock, 64> =
