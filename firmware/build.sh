@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds (links, does not run) the firmware in its five variants, at
+# Builds (links, does not run) the firmware in its eight variants, at
 # opt-level "z" (profile release) and "s" (profile release-s), and prints
 # their flash and RAM. Usage: firmware/build.sh   (from anywhere)
 #
@@ -8,6 +8,11 @@
 #   default      no-deadline + deadline::timeout (the full guard)
 #   wait         default, waiting up to 15 ms for a permit, no allocator
 #   heap         wait with watertight `alloc` + embedded-alloc (8 KiB)
+#   rate         no-deadline + a static RateLimiter's check() (fail-fast)
+#   rate-1core   rate, its 64-bit word changed with interrupts disabled
+#                (portable-atomic's unsafe-assume-single-core: one core)
+#                instead of through portable-atomic's fallback lock table
+#   rate-wait    wait + a wait of up to 15 ms for a cell (acquire_timeout)
 #
 # flash = .vector_table + .text + .rodata + .data (the .data load image)
 # RAM   = .data + .bss + .uninit (the heap build's 8 KiB arena is in .bss)
@@ -36,11 +41,21 @@ NM="$BIN/llvm-nm"
 OUT="$CARGO_TARGET_DIR/sizes"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-VARIANTS=(unguarded no-deadline default wait heap)
+VARIANTS=(unguarded no-deadline default wait heap rate rate-1core rate-wait)
+# The cargo features of a variant.
+features_of() {
+    case "$1" in
+        default) ;;
+        rate) echo "--features no-deadline,rate" ;;
+        rate-1core) echo "--features no-deadline,rate,single-core-atomics" ;;
+        rate-wait) echo "--features wait,rate" ;;
+        *) echo "--features $1" ;;
+    esac
+}
 
 for profile in release release-s; do
     for variant in "${VARIANTS[@]}"; do
-        if [ "$variant" = default ]; then features=(); else features=(--features "$variant"); fi
+        read -r -a features <<<"$(features_of "$variant")"
         echo "== cargo build --profile $profile ${features[*]}"
         cargo build --profile "$profile" --locked "${features[@]}"
         cp "$CARGO_TARGET_DIR/$TARGET/$profile/watertight-firmware" "$OUT/$profile-$variant.elf"
@@ -59,7 +74,8 @@ for elf in "$OUT"/*.elf; do
 done
 
 # The alloc-free builds must not contain an allocator or event-listener.
-for elf in "$OUT"/release*-default.elf "$OUT"/release*-no-deadline.elf "$OUT"/release*-wait.elf; do
+for elf in "$OUT"/release*-default.elf "$OUT"/release*-no-deadline.elf "$OUT"/release*-wait.elf \
+    "$OUT"/release*-rate*.elf; do
     if grep -Eq 'GlobalAlloc|__rust_alloc|__rg_alloc|event_listener' <<<"$("$NM" -C "$elf")"; then
         echo "error: $(basename "$elf") (no alloc) contains allocator code" >&2
         exit 1
@@ -85,6 +101,7 @@ for profile in release release-s; do
         read -r t d b flash ram <<<"$(sizes "$OUT/$profile-$variant.elf")"
         printf '%-6s %-12s %7d %5d %6d %7d %6d %+8d %+7d\n' \
             "\"$opt\"" "$variant" "$t" "$d" "$b" "$flash" "$ram" $((flash - base_flash)) $((ram - base_ram))
+        eval "flash_${opt}_${variant//-/_}=$flash ram_${opt}_${variant//-/_}=$ram"
         if [ "$variant" = no-deadline ]; then
             eval "guard_$opt=$((flash - base_flash))"
         fi
@@ -106,8 +123,22 @@ for guard in "z $guard_z" "s $guard_s"; do
         exit 1
     fi
 done
+# What the rate limiter adds, against the same build without it.
+# shellcheck disable=SC2154 # set by eval above
+for opt in z s; do
+    for pair in "rate no-deadline" "rate-1core no-deadline" "rate-wait wait"; do
+        read -r with without <<<"$pair"
+        w=${with//-/_} wo=${without//-/_}
+        eval "df=\$((flash_${opt}_$w - flash_${opt}_$wo)) dr=\$((ram_${opt}_$w - ram_${opt}_$wo))"
+        printf 'rate limiter at "%s": %-10s − %-11s = %+6d B flash %+6d B RAM\n' "$opt" "$with" "$without" "$df" "$dr"
+    done
+done
 for variant in default wait heap; do
     echo "$variant: static Bulkhead<EmbassyClock> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BULKHEAD) B," \
         "static CircuitBreaker<EmbassyClock, 64> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_BREAKER) B"
+done
+for variant in rate rate-1core; do
+    echo "$variant: static RateLimiter<EmbassyClock> = $(symsize "$OUT/release-$variant.elf" UPSTREAM_RATE) B," \
+        "portable-atomic's lock table = $(locks="$(symsize "$OUT/release-$variant.elf" 'portable_atomic.*LOCKS')"; echo "${locks:-0}") B"
 done
 echo "firmware: $((SECONDS - start)) s"

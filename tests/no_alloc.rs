@@ -6,7 +6,11 @@
 //! call with nothing failing polled to completion with a slot free, and
 //! every refusal. Waiting: a wait that queues and is handed its permit, one
 //! cancelled while queued, one that times out (on tokio), a policy's wait for
-//! a slot — none allocates (the futures hold their own queue nodes).
+//! a slot — none allocates (the futures hold their own queue nodes). Rate
+//! limiter: `check`, `check_n` admitted and refused, a wait admitted or
+//! refused at once, and (on tokio) a wait that sleeps for its cells and is
+//! served, or is cancelled and gives them back — none allocates (a wait is
+//! a reservation held in its future).
 //! Counted by a global allocator that tallies the allocations made on the
 //! current thread.
 #![cfg(not(loom))]
@@ -20,6 +24,7 @@ use watertight::breaker::{State, Transition};
 use watertight::clock::{Clock, ManualClock, StdClock};
 use watertight::deadline::{timeout, timeout_at, Deadline, Elapsed};
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::rate::{Quota, RateLimiter};
 use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker, Outcome, Rejection};
 
 struct Counting;
@@ -182,6 +187,90 @@ fn a_timed_out_wait_allocates_nothing() {
     assert_eq!(rounds[1], 0, "a timed-out wait; first round {}", rounds[0]);
     assert_eq!(b.metrics().rejected_timed_out, 2);
     drop(held);
+}
+
+// ---------------------------------------------------------------------------
+// Rate limiter
+// ---------------------------------------------------------------------------
+
+#[test]
+fn rate_checks_and_waits_that_need_no_sleep_do_not_allocate() {
+    // futures-lite's `block_on` makes its thread's parker on first use.
+    futures_lite::future::block_on(async {});
+    let clock = ManualClock::new();
+    let r = RateLimiter::new("hot", Quota::per_second(10).burst(3), &clock);
+    let n = allocations_in(|| {
+        r.check().unwrap();
+        r.check_n(2).unwrap();
+        assert!(r.check().is_err(), "refused");
+        assert!(r.check_n(4).is_err(), "above the burst");
+    });
+    assert_eq!(n, 0, "check, check_n, a refusal, ExceedsBurst");
+    clock.advance(Duration::from_millis(300));
+    let n = allocations_in(|| {
+        // Conforms now: admitted on the first poll, no sleep made.
+        let now = futures_lite::future::block_on(r.acquire_timeout(Duration::from_millis(5)));
+        assert!(now.is_ok());
+        r.check_n(2).unwrap();
+        // Its cell conforms after its deadline: refused at once.
+        let early = futures_lite::future::block_on(r.acquire_timeout(Duration::from_millis(50)));
+        assert!(early.is_err());
+        let _ = r.metrics();
+    });
+    assert_eq!(n, 0, "a wait admitted at once, one refused at once");
+    let m = r.metrics();
+    assert_eq!((m.admitted, m.refused, m.waited), (4, 2, 0));
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_rate_wait_that_sleeps_allocates_nothing() {
+    use watertight::clock::TokioClock;
+    fn count() -> usize {
+        ALLOCS.with(Cell::get)
+    }
+    // On tokio (paused time) the wait's sleep is tokio's timer entry, held in
+    // place with the reservation: a wait served at its instant and one
+    // cancelled before it allocate nothing.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let r = RateLimiter::new("wait", Quota::per_second(10).burst(1), TokioClock);
+    let rounds: Vec<(usize, usize)> = (0..2)
+        .map(|_| {
+            rt.block_on(async {
+                // tokio makes its deferred-waker list on the first yield.
+                tokio::task::yield_now().await;
+                let before = count();
+                r.check().unwrap();
+                r.acquire_timeout(Duration::from_secs(1)).await.unwrap();
+                let served = count() - before;
+
+                let before = count();
+                {
+                    let mut wait = std::pin::pin!(r.acquire_timeout(Duration::from_secs(1)));
+                    assert!(futures_lite::future::poll_once(&mut wait).await.is_none());
+                    assert_eq!(r.waiting(), 1);
+                } // dropped here, before its instant
+                let cancelled = count() - before;
+                assert_eq!(r.waiting(), 0);
+                // Its cell given back: the next one is taken at the instant
+                // the cancelled wait would have been served.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                (served, cancelled)
+            })
+        })
+        .collect();
+    assert_eq!(
+        rounds[1],
+        (0, 0),
+        "(a wait served, a wait cancelled); first round {:?}",
+        rounds[0]
+    );
+    let m = r.metrics();
+    assert_eq!((m.waited, m.cancelled, m.waiting), (2, 2, 0));
 }
 
 // ---------------------------------------------------------------------------

@@ -11,7 +11,13 @@
 //! - `no-deadline`: the default build without `deadline::timeout`, to show
 //!   what the bulkhead and the breaker cost on their own;
 //! - `unguarded`: the baseline, the upstream called directly, to measure what
-//!   the guards cost.
+//!   the guards cost;
+//! - `rate`: a `static` rate limiter (10 calls a second, 3 at once) in front
+//!   of the bulkhead: `check()` in a fail-fast build, a wait of up to 15 ms
+//!   for a cell (`acquire_timeout`) with `wait`, to measure what the limiter
+//!   adds to either; with `single-core-atomics` its 64-bit word is changed
+//!   with interrupts disabled (portable-atomic's `unsafe-assume-single-core`)
+//!   instead of through portable-atomic's fallback lock table.
 //!
 //! It is built and linked (not run) by `build.sh`, which prints its sizes;
 //! `src/bin/scenario.rs` is the firmware that runs, in QEMU.
@@ -23,6 +29,8 @@
 compile_error!("`heap` and `unguarded` are separate builds: pick one");
 #[cfg(all(feature = "no-deadline", feature = "unguarded"))]
 compile_error!("`no-deadline` and `unguarded` are separate builds: pick one");
+#[cfg(all(feature = "rate", feature = "unguarded"))]
+compile_error!("`rate` and `unguarded` are separate builds: pick one");
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
@@ -79,6 +87,8 @@ mod guarded {
     use watertight::clock::EmbassyClock;
     #[cfg(not(feature = "no-deadline"))]
     use watertight::deadline::timeout;
+    #[cfg(feature = "rate")]
+    use watertight::rate::{Quota, RateLimiter};
     use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 
     use super::{count, upstream_call, UpstreamError, REJECTED};
@@ -98,6 +108,14 @@ mod guarded {
         Ok(config) => config,
         Err(e) => e.panic(),
     };
+
+    /// At most 10 calls a second to the upstream, 3 at once.
+    #[cfg(feature = "rate")]
+    pub static UPSTREAM_RATE: RateLimiter<EmbassyClock> = RateLimiter::new(
+        "upstream",
+        Quota::per_second(10).burst(3),
+        EmbassyClock::new(),
+    );
 
     /// Opens when half the last 64 calls failed.
     pub static UPSTREAM_BREAKER: CircuitBreaker<EmbassyClock, 64> =
@@ -125,8 +143,24 @@ mod guarded {
         upstream_call().await
     }
 
-    /// One guarded call: bulkhead permit, then breaker, then deadline.
+    /// One guarded call: a cell of the rate (`rate`), a bulkhead permit,
+    /// then breaker, then deadline.
     pub async fn call_once() {
+        // Refused when the rate is spent ...
+        #[cfg(all(feature = "rate", not(any(feature = "heap", feature = "wait"))))]
+        let cell = UPSTREAM_RATE.check();
+        // ... or wait up to 15 ms for the next cell: the future holds its
+        // reservation, no allocator either.
+        #[cfg(all(feature = "rate", any(feature = "heap", feature = "wait")))]
+        let cell = UPSTREAM_RATE
+            .acquire_timeout(Duration::from_millis(15))
+            .await;
+        #[cfg(feature = "rate")]
+        if cell.is_err() {
+            REJECTED.fetch_add(1, Relaxed);
+            return;
+        }
+
         // Fail fast when the bulkhead is full ...
         #[cfg(not(any(feature = "heap", feature = "wait")))]
         let permit = UPSTREAM_BULKHEAD.try_acquire();

@@ -3,30 +3,34 @@
 //! `firmware/` is embassy firmware, its own crate kept out of the main build:
 //! cortex-m-rt with a memory layout per chip, embassy's Cortex-M executor, a
 //! small time driver of ours per chip (one 1 kHz tick and timer queue, fed by
-//! SysTick on the STM32F4 and by TIMER0 on the nRF51), and `static` bulkheads
-//! and breakers. It has two programs: one that is measured (its sizes) and
+//! SysTick on the STM32F4 and by TIMER0 on the nRF51), and `static` bulkheads,
+//! breakers and rate limiters. It has two programs: one that is measured (its sizes) and
 //! one that runs, in QEMU, on two emulated boards.
 //!
 //! # Sizes
 //!
 //! The measured firmware (`src/main.rs`, STM32F407 memory map, Cortex-M4F,
 //! `thumbv7em-none-eabihf`) guards an upstream call with a `static` bulkhead
-//! and breaker (plus a deadline). `bash firmware/build.sh` links five variants
-//! at two optimisation levels and prints their sizes (fat LTO,
-//! `panic = "abort"`; bytes; Δ against the unguarded build at the same level):
+//! and breaker (plus a deadline, and in three variants a rate limiter).
+//! `bash firmware/build.sh` links eight variants at two optimisation levels
+//! and prints their sizes (fat LTO, `panic = "abort"`; bytes; Δ against the
+//! unguarded build at the same level):
 //!
-//! | variant | flash `"z"` | RAM `"z"` | Δflash `"z"` | flash `"s"` | Δflash `"s"` |
-//! |---|---|---|---|---|---|
-//! | call unguarded (baseline) | 2 572 | 304 | 0 | 2 644 | 0 |
-//! | **bulkhead + breaker**, fail-fast, no `alloc`, no global allocator (`--features no-deadline`) | 6 224 | 676 | **+3 652** | 6 640 | **+3 996** |
-//! | + deadline (`deadline::timeout`): the default build | 8 292 | 752 | +5 720 | 8 576 | +5 932 |
-//! | **+ a wait of up to 15 ms for a slot** (`acquire_timeout`), still no `alloc` and no global allocator (`--features wait`) | 11 248 | 752 | +8 676 | 11 992 | +9 348 |
-//! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 356 | 8 976 | +8 784 | 12 116 | +9 472 |
+//! | variant | flash `"z"` | RAM `"z"` | Δflash `"z"` | flash `"s"` | RAM `"s"` | Δflash `"s"` |
+//! |---|---|---|---|---|---|---|
+//! | call unguarded (baseline) | 2 572 | 304 | 0 | 2 644 | 308 | 0 |
+//! | **bulkhead + breaker**, fail-fast, no `alloc`, no global allocator (`--features no-deadline`) | 6 188 | 676 | **+3 616** | 6 528 | 680 | **+3 884** |
+//! | + deadline (`deadline::timeout`): the default build | 8 192 | 752 | +5 620 | 8 456 | 756 | +5 812 |
+//! | **+ a wait of up to 15 ms for a slot** (`acquire_timeout`), still no `alloc` and no global allocator (`--features wait`) | 11 112 | 752 | +8 540 | 11 852 | 756 | +9 208 |
+//! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 244 | 8 976 | +8 672 | 11 980 | 8 980 | +9 336 |
+//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 080 | 2 976 | +4 508 | 7 600 | 2 992 | +4 956 |
+//! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 736 | 828 | +4 164 | 7 204 | 832 | +4 560 |
+//! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 13 632 | 3 076 | +11 060 | 14 916 | 3 056 | +12 272 |
 //!
 //! The firmware's `release` profile is `opt-level = "z"`, as size-bound
 //! firmware usually is; `release-s` is the same at `"s"`. The target —
-//! bulkhead + breaker add at most 4 KiB of flash — holds at both (3.6 KiB and
-//! 3.9 KiB), and `build.sh` fails if it stops holding. The breaker is most of
+//! bulkhead + breaker add at most 4 KiB of flash — holds at both (3.5 KiB and
+//! 3.8 KiB), and `build.sh` fails if it stops holding. The breaker is most of
 //! it (the bulkhead's `try_acquire` and release are about 0.4 KiB); the
 //! deadline adds about 2 KiB (its `Timeout` future and embassy's timer). What
 //! got it there from 8.3 KiB: no 64-bit division anywhere in the time
@@ -46,7 +50,32 @@
 //!
 //! RAM: a `static Bulkhead<EmbassyClock>` is 64 B (the wait queue's lock and
 //! ends included), a `static CircuitBreaker<EmbassyClock, 64>` (64-call window)
-//! 136 B, both with their initial values in `.data`.
+//! 136 B, a `static RateLimiter<EmbassyClock>` 80 B, all with their initial
+//! values in `.data`.
+//!
+//! What the rate limiter adds (`build.sh` prints it, against the same build
+//! without it):
+//!
+//! | the limiter | flash `"z"` | RAM `"z"` | flash `"s"` | RAM `"s"` |
+//! |---|---|---|---|---|
+//! | `check()`, fail-fast (`rate` − `no-deadline`) | +892 | +2 300 | +1 072 | +2 312 |
+//! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+548** | **+152** | +676 | +152 |
+//! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 520 | +2 324 | +3 064 | +2 300 |
+//!
+//! The Cortex-M4F has 32-bit atomics but no 64-bit ones, so the limiter's
+//! one 64-bit word (the theoretical arrival time) goes through
+//! portable-atomic's fallback: by default a table of 67 cache-padded locks,
+//! 2 144 B of `.bss`, which is most of the limiter's RAM. A firmware for a
+//! single-core chip can have the word changed with interrupts disabled
+//! instead, by enabling portable-atomic's `unsafe-assume-single-core` in the
+//! binary (the firmware's `single-core-atomics` feature; sound only on one
+//! core): then the limiter costs about 0.5 KiB of flash, its 80 B and a few
+//! bytes of the tasks' futures. Watertight's own `critical-section` feature
+//! does not change this on the Cortex-M4F: portable-atomic uses a critical
+//! section only where a target lacks compare-and-swap altogether (the
+//! Cortex-M0, below). A wait for a cell is a reservation held in the future
+//! (no queue, no node, no allocator); its 1.6 KiB over `check()` are the
+//! future and its sleep on embassy's timer.
 //!
 //! # Running on emulated boards (QEMU)
 //!
@@ -64,8 +93,8 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf` | SysTick, from the 168 MHz core clock QEMU models | 27 292 B flash, 472 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 28 092 B flash, 472 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 35 512 B flash, 2 808 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 37 700 B flash, 648 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a
@@ -74,7 +103,17 @@
 //! node); a `static` breaker opens after 4 failed calls, refuses the next
 //! without running it and with a retry hint, is still open halfway through
 //! the hint, half-open once it has passed, and closed after 2 good probes; a
-//! deadline of 20 ms cuts a 100 ms call and lets a 5 ms one return. Each check
+//! deadline of 20 ms cuts a 100 ms call and lets a 5 ms one return; a
+//! `static` rate limiter of 10 cells a second with a burst of 3 (on
+//! embassy's clock, no allocator) admits the burst at once and refuses the
+//! fourth cell with the exact hint, 100 ms; 1 ms before the hint it still
+//! refuses (1 ms away), at the hint it admits one cell and refuses the next;
+//! a wait of 50 ms for a cell 100 ms away is refused at once, with the hint,
+//! instead of sleeping only to fail; and a wait of 150 ms reserves the cell
+//! (1 waiting, 5 ms in) and is served at the cell's instant, before its
+//! deadline; the counters then read 5 admitted (1 after a wait), 4 refused.
+//! On the Cortex-M0 the limiter's 64-bit word goes through
+//! portable-atomic's critical section, as the bulkhead's atomics do. Each check
 //! prints a line over semihosting (`ok` or `FAIL`, with what it saw), and QEMU
 //! exits with the firmware's status: 1 on a failed check or a panic. The
 //! checks assert counts, states and order; times only as bounds a correct run
@@ -99,7 +138,7 @@
 //! speed: embassy's executor idles with `WFE`, on which QEMU does not sleep, so
 //! the idle loop runs through the waits (a 3 s open wait took 16 s on the
 //! Cortex-M4F at N = 3 and 2 s on the Cortex-M0 at N = 6, with the machine
-//! loaded; the scenario's 140 ms take well under a second).
+//! loaded; the scenario's 341 ms take about a second on the Cortex-M4F).
 //!
 //! Output of both runs (the same on every run):
 //!
@@ -118,7 +157,12 @@
 //! ok   breaker: 2 good probes: state half_open after the first, closed after the second
 //! ok   deadline: a 100 ms call under a 20 ms deadline: cut after 20 ms
 //! ok   deadline: a 5 ms call under a 20 ms deadline returned Ok(7)
-//! scenario: 13 checks passed, 0 failed, 140 ms of embassy time
+//! ok   rate: a burst of 3 admitted at once, the 4th refused: rate limited: retry after 100ms
+//! ok   rate: 1 ms before the hint rate limited: retry after 1ms, at the hint (100 ms in) admitted, the next rate limited: retry after 100ms
+//! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
+//! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
+//! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
+//! scenario: 18 checks passed, 0 failed, 341 ms of embassy time
 //! ```
 //!
 //! ```text
@@ -136,11 +180,17 @@
 //! ok   breaker: 2 good probes: state half_open after the first, closed after the second
 //! ok   deadline: a 100 ms call under a 20 ms deadline: cut after 20 ms
 //! ok   deadline: a 5 ms call under a 20 ms deadline returned Ok(7)
-//! scenario: 13 checks passed, 0 failed, 140 ms of embassy time
+//! ok   rate: a burst of 3 admitted at once, the 4th refused: rate limited: retry after 100ms
+//! ok   rate: 1 ms before the hint rate limited: retry after 1ms, at the hint (100 ms in) admitted, the next rate limited: retry after 100ms
+//! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
+//! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
+//! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
+//! scenario: 18 checks passed, 0 failed, 341 ms of embassy time
 //! ```
 //!
 //! Wall time on this 2-core machine with other builds beside it (load
-//! average 3–3.5): `netduinoplus2` 0.54–0.65 s, `microbit` 0.12–0.23 s over
-//! ten runs. The whole script takes 18 s from an empty target dir (64 crates
-//! built for the two targets), 7–10 s after `build.sh` (as in CI, on a fresh
-//! clone: `build.sh` 56 s, then this script 10 s), 1 s with both images built.
+//! average 4–6): `netduinoplus2` 1.1–1.7 s, `microbit` 0.19–0.28 s over
+//! five runs (the rate checks' 200 ms of embassy time made the first of
+//! them twice as long). From an empty target dir, `build.sh` (sixteen
+//! links) takes 100 s and then this script 14 s, as in CI on a fresh clone;
+//! 7 s with both images built.

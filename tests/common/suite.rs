@@ -16,7 +16,11 @@
 //! scenario runs `Policy::call_idempotent` there too: a failure and a real
 //! 20 ms call timeout are each retried once after a real (jittered, at most
 //! 5 ms) backoff, and only the attempts, their order and the counts are
-//! asserted.
+//! asserted. The rate scenario runs a `RateLimiter` on the runtime's clock
+//! and timer: its burst, a refusal's hint within one emission interval,
+//! waiters served in the order they reserved, a cancelled wait giving its
+//! cell back; it asserts counts, order and the limiter's own instants, and
+//! bounds latencies only generously.
 //!
 //! Include it with `#[macro_use] #[path = "common/suite.rs"] mod suite;`.
 
@@ -33,6 +37,7 @@ use watertight::breaker::{OnTransition, State, Transition};
 use watertight::clock::{Clock, Timer};
 use watertight::deadline::{timeout, timeout_at, Deadline, Elapsed};
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+use watertight::rate::{Quota, RateError, RateLimiter};
 use watertight::retry::RetryConfig;
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker, Rejection};
 
@@ -228,6 +233,7 @@ macro_rules! behaviour_suite {
             policy_cancelled_call_leaves_both_layers_clean
             policy_budget_limits_the_call
             policy_retries_a_failure_and_a_timeout_once
+            rate_burst_fifo_waiters_and_a_cancelled_wait
             $($extra)*
         );
     };
@@ -1682,4 +1688,116 @@ pub async fn policy_retries_a_failure_and_a_timeout_once<R: Runtime>(rt: R) {
     assert_eq!((m.state, m.calls, m.failed_calls), (State::Closed, 4, 2));
     let m = p.bulkhead().metrics();
     assert_eq!((m.accepted, m.in_flight, m.available), (4, 0, 2));
+}
+
+// ---- the rate limiter ----------------------------------------------------
+
+/// The suite's rate: 20 cells a second, 5 at once; one cell every 50 ms.
+const RATE: Quota = Quota::per_second(20).burst(5);
+/// `RATE`'s emission interval.
+const CELL: Duration = Duration::from_millis(50);
+
+/// (t) A rate limiter on the runtime's clock and timer. The burst of 5 is
+/// admitted at once and the next cell refused with a hint within one
+/// interval. Then waits reserve cells ahead of the schedule, on spawned
+/// tasks: a batch of 5 cells (so the single cells behind it lie 300 ms and
+/// more ahead: no stall of the test turns them into admissions at once),
+/// three single cells `A`, `B`, `C` (`acquire_timeout`) and a last one,
+/// `E`. `E`, the newest reservation, is dropped before its instant: its cell
+/// goes back, so the next cell conforms one interval earlier (the limiter's
+/// own `ready_at`, read before and after, moves by exactly 50 ms), and a
+/// check at that earlier instant is admitted. The others complete in the
+/// order they reserved. Counts and order are asserted; time only through
+/// the limiter's instants and a refusal's hint bounded by one interval.
+pub async fn rate_burst_fifo_waiters_and_a_cancelled_wait<R: Runtime>(rt: R) {
+    let clock = rt.clock();
+    let r = Arc::new(RateLimiter::new("rate", RATE, rt.clock()));
+    let start = clock.now();
+    for i in 1..=5 {
+        r.check()
+            .unwrap_or_else(|e| panic!("cell {i} of the burst: {e}"));
+    }
+    // The sixth is refused, with a hint of at most one interval; a stall of
+    // a whole interval since the burst began would have let one more cell
+    // conform, and only then may it be admitted.
+    let mut late = 0;
+    match r.check() {
+        Err(RateError::Limited { retry_after, .. }) => assert!(
+            retry_after > Duration::ZERO && retry_after <= CELL,
+            "hint {retry_after:?} for a cell at most {CELL:?} away"
+        ),
+        Ok(()) => {
+            assert!(
+                clock.now() - start >= CELL,
+                "a sixth cell within one interval of the burst"
+            );
+            late = 1;
+        }
+        Err(e) => panic!("{e}"),
+    }
+
+    // The waiters, each on a task of its own, in order of reservation.
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let registered = |n: usize| {
+        let (r, order) = (Arc::clone(&r), Arc::clone(&order));
+        move || r.waiting() + lock(&order).len() == n
+    };
+    let mut waiters = Vec::new();
+    for (i, id) in ['H', 'A', 'B', 'C'].into_iter().enumerate() {
+        let (r2, order2) = (Arc::clone(&r), Arc::clone(&order));
+        waiters.push(spawn(&rt, async move {
+            let served = if id == 'H' {
+                let deadline = r2.clock().now() + LONG;
+                r2.acquire_n_until(5, deadline).await
+            } else {
+                r2.acquire_timeout(LONG).await
+            };
+            lock(&order2).push(id);
+            served
+        }));
+        until(&rt, "the wait has reserved", registered(i + 1)).await;
+    }
+    let gate = Flag::new();
+    let (r2, gate2) = (Arc::clone(&r), gate.clone());
+    let e = spawn(&rt, async move {
+        future::or(async { Some(r2.acquire_timeout(LONG).await) }, async {
+            gate2.wait().await;
+            None
+        })
+        .await
+    });
+    until(&rt, "E has reserved", registered(5)).await;
+
+    // E is the newest reservation: dropping it gives its cell back, and the
+    // next cell conforms exactly one interval earlier.
+    let ready_at = |refused: Result<(), RateError>| match refused {
+        Err(RateError::Limited { ready_at, .. }) => ready_at,
+        other => panic!("the schedule is booked 400 ms and more ahead, yet {other:?}"),
+    };
+    let with_e = ready_at(r.check());
+    gate.set();
+    assert_eq!(e.await, None, "E was dropped while it waited");
+    let without_e = ready_at(r.check());
+    assert_eq!(
+        with_e - without_e,
+        CELL,
+        "E's cell given back: the next conforms one interval earlier"
+    );
+    assert_eq!(r.metrics().cancelled, 1);
+
+    for w in waiters {
+        w.await.expect("every wait is served within its deadline");
+    }
+    assert_eq!(*lock(&order), ['H', 'A', 'B', 'C'], "served in order");
+
+    // At the earlier instant the next cell is admitted.
+    clock.sleep_until(without_e).await;
+    r.check().expect("the cell E gave back, at its instant");
+
+    let m = r.metrics();
+    assert_eq!(
+        (m.admitted, m.admitted_cells, m.refused),
+        (10 + late, 14 + late, 3 - late)
+    );
+    assert_eq!((m.waited, m.cancelled, m.waiting), (4, 1, 0));
 }

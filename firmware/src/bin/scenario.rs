@@ -7,7 +7,13 @@
 //! served by a release (no allocator: the waiting future holds its queue
 //! node); a `static` breaker trips on failures, refuses with a retry hint,
 //! is half-open once the hint has passed and closes on good probes; a
-//! deadline cuts a call that overruns. Each check prints one line over
+//! deadline cuts a call that overruns; a `static` rate limiter admits its
+//! burst, refuses the next cell with the exact retry hint, admits it once the
+//! hint has passed, refuses a wait that could not be served by its deadline
+//! at once and serves a timed wait at its cell's instant (no allocator
+//! either: the wait is a reservation held in the future, and on the
+//! Cortex-M0 the limiter's 64-bit word goes through portable-atomic's
+//! critical-section fallback). Each check prints one line over
 //! semihosting (`ok` or `FAIL`, and what it saw); QEMU exits with status 0
 //! when every check passed, and 1 when one failed or on a panic. The checks
 //! assert counts, states and order; times only as bounds a correct run
@@ -26,8 +32,9 @@ use embassy_executor::Spawner;
 use embassy_futures::join::join;
 use embassy_time::{Instant, Timer};
 use watertight::breaker::State;
-use watertight::clock::EmbassyClock;
+use watertight::clock::{Clock as _, EmbassyClock, Timer as _};
 use watertight::deadline::timeout;
+use watertight::rate::{Quota, RateError, RateLimiter};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 
 #[cfg(chip = "stm32f4")]
@@ -78,6 +85,12 @@ const BREAKER_CONFIG: BreakerConfig = match BreakerConfig::builder()
 /// Opens when half of the last 8 calls (at least 4) failed.
 static BREAKER: CircuitBreaker<EmbassyClock, 8> =
     CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+
+/// An uplink allowed 10 messages a second, 3 at once: one cell every
+/// 100 ms (the emission interval), a burst of 3.
+const RATE: Quota = Quota::per_second(10).burst(3);
+const INTERVAL: Duration = Duration::from_millis(100);
+static UPLINK: RateLimiter<EmbassyClock> = RateLimiter::new("uplink", RATE, EmbassyClock::new());
 
 /// The upstream's error.
 #[derive(Debug)]
@@ -312,6 +325,120 @@ async fn deadline(c: &mut Checks) {
     );
 }
 
+/// A rate limiter's result as a line shows it.
+struct Rated<'a>(&'a Result<(), RateError>);
+
+impl fmt::Display for Rated<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Ok(()) => f.write_str("admitted"),
+            Err(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+/// The burst, the refusal with its exact hint, the cell admitted once the
+/// hint has passed; a wait refused at once because its deadline is too
+/// early, and a timed wait served at its cell's instant. Times on the
+/// limiter's own clock (embassy's, whole milliseconds at the 1 kHz tick).
+async fn rate(c: &mut Checks) {
+    let clock = EmbassyClock::new();
+    // Start on a fresh tick, so the burst and the refusal read one instant.
+    Timer::after_millis(1).await;
+    let start = clock.now();
+    let mut burst = 0;
+    for _ in 0..RATE.burst_size() {
+        burst += u32::from(UPLINK.check().is_ok());
+    }
+    let over = UPLINK.check();
+    let same_tick = clock.now() == start;
+    let ready_at = match over {
+        Err(RateError::Limited { ready_at, .. }) => ready_at,
+        _ => start + INTERVAL,
+    };
+    c.check(
+        burst == 3
+            && same_tick
+            && over
+                == Err(RateError::Limited {
+                    retry_after: INTERVAL,
+                    ready_at: start + INTERVAL,
+                }),
+        format_args!(
+            "rate: a burst of {burst} admitted at once, the 4th refused: {}",
+            Rated(&over)
+        ),
+    );
+
+    // One tick before the hint: still refused, 1 ms away; at it: admitted,
+    // and only that one cell.
+    clock.sleep_until(ready_at - Duration::from_millis(1)).await;
+    let early = UPLINK.check();
+    clock.sleep_until(ready_at).await;
+    let at_hint = UPLINK.check();
+    let next = UPLINK.check();
+    let waited = clock.now().saturating_duration_since(start).as_millis();
+    c.check(
+        early.is_err_and(|e| e.retry_after() == Some(Duration::from_millis(1)))
+            && at_hint.is_ok()
+            && next.is_err_and(|e| e.retry_after() == Some(INTERVAL)),
+        format_args!(
+            "rate: 1 ms before the hint {}, at the hint ({waited} ms in) {}, the next {}",
+            Rated(&early),
+            Rated(&at_hint),
+            Rated(&next)
+        ),
+    );
+
+    // The next cell is 100 ms away: a 50 ms wait is refused at once, with
+    // the hint, instead of sleeping only to fail.
+    let asked = clock.now();
+    let short = UPLINK.acquire_timeout(Duration::from_millis(50)).await;
+    let took = clock.now().saturating_duration_since(asked).as_millis();
+    c.check(
+        short.is_err_and(|e| e.retry_after() == Some(INTERVAL)) && took == 0,
+        format_args!(
+            "rate: a 50 ms wait for a cell 100 ms away refused at once (after {took} ms): {}",
+            Rated(&short)
+        ),
+    );
+
+    // A 150 ms wait: it reserves the cell, sleeps, and is served at the
+    // cell's instant, before its deadline.
+    let asked = clock.now();
+    let instant = asked + INTERVAL;
+    let deadline = asked + Duration::from_millis(150);
+    let (served, waiting) = join(
+        async {
+            let served = UPLINK.acquire_timeout(deadline - asked).await;
+            (served, clock.now())
+        },
+        async {
+            Timer::after_millis(5).await;
+            UPLINK.waiting()
+        },
+    )
+    .await;
+    let (served, served_at) = served;
+    let after = served_at.saturating_duration_since(asked).as_millis();
+    c.check(
+        served.is_ok() && waiting == 1 && served_at >= instant && served_at < deadline,
+        format_args!(
+            "rate: a 150 ms wait, {waiting} waiting 5 ms in, {} at the cell's instant (after {after} ms, deadline 150 ms)",
+            if served.is_ok() { "served" } else { "refused" }
+        ),
+    );
+
+    let m = UPLINK.metrics();
+    c.check(
+        (m.admitted, m.waited, m.refused, m.cancelled, m.waiting) == (5, 1, 4, 0, 0),
+        format_args!(
+            "rate: {} admitted ({} after a wait), {} refused, {} cancelled, {} waiting",
+            m.admitted, m.waited, m.refused, m.cancelled, m.waiting
+        ),
+    );
+}
+
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
     let core = cortex_m::Peripherals::take().unwrap();
@@ -321,6 +448,7 @@ async fn main(_spawner: Spawner) {
     bulkhead(&mut checks).await;
     breaker(&mut checks).await;
     deadline(&mut checks).await;
+    rate(&mut checks).await;
     hprintln!(
         "scenario: {} checks passed, {} failed, {} ms of embassy time",
         checks.passed,
