@@ -252,7 +252,7 @@ pub use breaker::{
 pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 pub use policy::{Policy, PolicyConfig};
-pub use rate::{Quota, RateError, RateLimiter};
+pub use rate::{KeyedError, KeyedRateLimiter, Quota, RateError, RateLimiter};
 #[cfg(feature = "alloc")]
 pub use {breaker::HeapBreaker, policy::HeapPolicy};
 

@@ -12,6 +12,7 @@
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
+//! | [`rate`] | rate limits: GCRA in one word, waits without a queue, keyed limits in a fixed table, memory per key |
 //! | [`global`] | one limit across processes: the global bulkhead on Redis (feature `redis`) |
 //! | [`firmware`] | embassy firmware: flash and RAM on a Cortex-M4F, and runs on two boards in QEMU |
 //! | [`testing`] | what we tried: faults and bad input, the soak on every runtime, fuzzing, and everything CI runs |
@@ -29,6 +30,7 @@ pub mod features;
 pub mod firmware;
 pub mod global;
 pub mod policy;
+pub mod rate;
 pub mod testing;
 pub mod tour;
 pub mod when_to_use;

@@ -50,10 +50,14 @@ use crate::sync::{const_fn, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 mod error;
 mod gcra;
+mod keyed;
 mod quota;
 mod wait;
 
 pub use error::{QuotaError, RateError};
+pub use keyed::{
+    DefaultState, FnvHasher, FnvState, KeyedError, KeyedRateLimiter, KeyedRateMetrics, WAYS,
+};
 pub use quota::Quota;
 pub use wait::{AcquireTimeout, AcquireUntil, UntilReady};
 
