@@ -222,7 +222,7 @@ fn a_cancelled_call_keeps_its_cell_spent() {
     let clock = ManualClock::new();
     let p = policy(&clock, 4, Quota::per_second(1).burst(1));
     {
-        let mut call = pin!(p.call(|| pending::<Result<(), &str>>()));
+        let mut call = pin!(p.call(pending::<Result<(), &str>>));
         assert!(block_on(poll_once(call.as_mut())).is_none());
         assert_eq!(p.bulkhead().in_flight(), 1);
     } // dropped mid-call: the slot goes back, the cell stays spent

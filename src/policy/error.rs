@@ -178,8 +178,8 @@ impl<E> Error<E> {
     /// // A rate limit of 4 a second, one at a time: the next cell in 250 ms.
     /// let rate = watertight::rate::Quota::per_second(4).burst(1);
     /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).rate(rate).build().unwrap(), &clock).unwrap();
-    /// assert!(p.call(|| async { Ok::<(), ()>(()) }).await.is_ok());
-    /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
+    /// assert!(p.call(|| async { Ok::<(), &str>(()) }).await.is_ok());
+    /// let err = p.call(|| async { Ok::<(), &str>(()) }).await.unwrap_err();
     /// assert_eq!(err.retry_after(), Some(core::time::Duration::from_millis(250)));
     /// assert_eq!(err.to_string(), "stock unavailable: rate limited, retry after 250ms");
     /// # });

@@ -301,10 +301,9 @@ impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
                     max: Bulkhead::<()>::MAX_PERMITS,
                 }
             })?;
-        let rate = match config.rate {
-            Some(quota) => Some(RateLimiter::new(name, quota, clock.clone())),
-            None => None,
-        };
+        let rate = config
+            .rate
+            .map(|quota| RateLimiter::new(name, quota, clock.clone()));
         Ok(Policy {
             rate,
             bulkhead,
