@@ -47,6 +47,8 @@
 //! | `retry_min_attempt_time` | duration | 50 ms |
 //! | `retry_budget_tokens` | tokens | 10 |
 //! | `retry_budget_ratio` | percent of a token per success | 10 |
+//! | `rate` | a nested rate table: `cells`, `period`, `burst` (see [Rate](#rate-quota)) | no rate limit |
+//! | `rate_cells`, `rate_period`, `rate_burst` | the rate's keys, flat, with a `rate_` prefix | no rate limit |
 //!
 //! The retry keys are [`RetryConfig`](crate::retry::RetryConfig)'s, checked
 //! by its builder: zero attempts, a zero base backoff, a cap below the base,
@@ -68,6 +70,24 @@
 //! capacity `N` (64 by default) in [`Policy::new`](crate::Policy::new),
 //! which names `window_size`.
 //!
+//! # Rate ([`Quota`])
+//!
+//! | key | unit | default |
+//! |---|---|---|
+//! | `cells` | cells per period | required |
+//! | `period` | duration | 1 s |
+//! | `burst` | cells at once | `cells` |
+//!
+//! In a policy, nested (`rate: { cells: 50, burst: 10 }`) or flat with the
+//! `rate_` prefix (`RATE_CELLS=100`, `RATE_PERIOD=1m`: environment
+//! variables), not both; without either the policy has no rate limit.
+//! Three keys rather than one `"50/s"` string: each is one typed value with
+//! its own error (zero cells, a zero burst, a zero period or one above 584
+//! years are refused naming `rate_cells`, `rate_burst`, `rate_period`), the
+//! period takes every duration the other keys take (`"1m"`, `"2.5s"`), and
+//! the flat form follows the `cb_` and `retry_` keys. A request for more
+//! cells than the burst is that request's error, not the config's.
+//!
 //! # Durations
 //!
 //! A number is seconds, whole or not (`30`, `0.25`, as Python settings such
@@ -86,6 +106,7 @@ use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
 use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
 use crate::policy::{PolicyConfig, PolicyConfigError, PolicyField};
+use crate::rate::{Quota, QuotaError};
 use crate::retry::{RetryConfig, RetryConfigError};
 
 // ------------------------------------------------------------ field values
@@ -400,6 +421,13 @@ fields! {
     retry_min_attempt_time: Duration = "retry_min_attempt_time";
     retry_budget_tokens: u32 = "retry_budget_tokens";
     retry_budget_ratio: Percent = "retry_budget_ratio";
+
+    cells: u32 = "cells";
+    period: Duration = "period";
+    burst: u32 = "burst";
+    rate_cells: u32 = "rate_cells";
+    rate_period: Duration = "rate_period";
+    rate_burst: u32 = "rate_burst";
 }
 
 // ------------------------------------------------------------ the breaker
@@ -544,6 +572,91 @@ impl<'de> Deserialize<'de> for BreakerConfig {
     }
 }
 
+// ------------------------------------------------------------ the rate
+
+/// A rate limit's settings as written; `None` keeps the default.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a rate limit: cells, period, burst")]
+struct RawQuota {
+    #[serde(default, deserialize_with = "cells")]
+    cells: Option<u32>,
+    #[serde(default, deserialize_with = "period")]
+    period: Option<Duration>,
+    #[serde(default, deserialize_with = "burst")]
+    burst: Option<u32>,
+}
+
+impl RawQuota {
+    fn is_empty(&self) -> bool {
+        self.cells.is_none() && self.period.is_none() && self.burst.is_none()
+    }
+
+    /// Builds through [`Quota::try_new`] and [`Quota::try_burst`]; `prefix`
+    /// is how the input spelled the keys (`""`, `"rate_"`, `"rate."`).
+    fn build<E: de::Error>(self, prefix: &str) -> Result<Quota, E> {
+        let Some(cells) = self.cells else {
+            return Err(E::custom(format_args!(
+                "missing field `{prefix}cells` (the cells per period of the rate limit)"
+            )));
+        };
+        let period = self.period.unwrap_or(Duration::from_secs(1));
+        let quota = Quota::try_new(cells, period).map_err(|e| quota_error(prefix, e))?;
+        match self.burst {
+            Some(burst) => quota.try_burst(burst).map_err(|e| quota_error(prefix, e)),
+            None => Ok(quota),
+        }
+    }
+}
+
+/// The key a [`QuotaError`] is about, as the input spells it.
+fn quota_error<E: de::Error>(prefix: &str, e: QuotaError) -> E {
+    let key = match e {
+        QuotaError::ZeroCells => "cells",
+        QuotaError::ZeroPeriod | QuotaError::PeriodTooLong => "period",
+        // `BurstTooLong` for the default burst (the cells) is the cells'.
+        _ => "burst",
+    };
+    E::custom(format_args!("invalid value for `{prefix}{key}`: {e}"))
+}
+
+/// Reads a rate limit from a map of the keys below and checks it with
+/// [`Quota::try_new`] and [`Quota::try_burst`]; an error names the key.
+///
+/// | key | unit | default |
+/// |---|---|---|
+/// | `cells` | cells per period (at least 1) | required |
+/// | `period` | duration (above zero, at most 584 years) | 1 s |
+/// | `burst` | cells taken at once (at least 1) | `cells` |
+///
+/// A duration is a number of seconds or a string with a unit (`"1m"`,
+/// `"250ms"`), as for the other configs; numbers may come as strings, and
+/// unknown keys are refused. Asking for more cells than the burst in one
+/// request is an error of that request
+/// ([`RateError::ExceedsBurst`](crate::rate::RateError::ExceedsBurst)),
+/// not of the config.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::rate::Quota;
+///
+/// let env = [("RATE_CELLS", "100"), ("RATE_PERIOD", "1m"), ("RATE_BURST", "10")];
+/// let env = env.map(|(k, v)| (k.to_string(), v.to_string()));
+/// let quota: Quota = envy::prefixed("RATE_").from_iter(env).unwrap();
+/// assert_eq!(quota, Quota::per_minute(100).burst(10));
+/// assert_eq!(quota.emission_interval(), Duration::from_millis(600));
+///
+/// let env = [("RATE_CELLS".to_string(), "50".to_string()), ("RATE_BURST".to_string(), "0".to_string())];
+/// let err = envy::prefixed("RATE_").from_iter::<_, Quota>(env).unwrap_err();
+/// assert!(err.to_string().contains("`burst`"), "{err}");
+/// ```
+impl<'de> Deserialize<'de> for Quota {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RawQuota::deserialize(d)?.build("")
+    }
+}
+
 // ------------------------------------------------------------ the policy
 
 /// The policy's settings as written, the breaker nested or flat (`cb_`).
@@ -604,6 +717,15 @@ struct RawPolicy {
     retry_budget_tokens: Option<u32>,
     #[serde(default, deserialize_with = "retry_budget_ratio")]
     retry_budget_ratio: Option<Percent>,
+
+    #[serde(default)]
+    rate: Option<RawQuota>,
+    #[serde(default, deserialize_with = "rate_cells")]
+    rate_cells: Option<u32>,
+    #[serde(default, deserialize_with = "rate_period")]
+    rate_period: Option<Duration>,
+    #[serde(default, deserialize_with = "rate_burst")]
+    rate_burst: Option<u32>,
 }
 
 impl RawPolicy {
@@ -641,6 +763,23 @@ impl RawPolicy {
             }
         };
         b = b.breaker(breaker);
+        let flat = RawQuota {
+            cells: self.rate_cells,
+            period: self.rate_period,
+            burst: self.rate_burst,
+        };
+        let rate =
+            match self.rate {
+                Some(_) if !flat.is_empty() => return Err(E::custom(
+                    "set the rate limit either as a nested `rate` or as `rate_*` fields, not both",
+                )),
+                Some(nested) => Some(nested.build("rate.")?),
+                None if flat.is_empty() => None,
+                None => Some(flat.build("rate_")?),
+            };
+        if let Some(quota) = rate {
+            b = b.rate(quota);
+        }
         if let Some(d) = self.max_wait {
             b = b.max_wait(d);
         }
@@ -721,6 +860,8 @@ impl RawPolicy {
 /// | `retry_min_attempt_time` | duration | 50 ms |
 /// | `retry_budget_tokens` | tokens | 10 |
 /// | `retry_budget_ratio` | percent (0.1 to 100) | 10 |
+/// | `rate` | a nested rate map (see [`Quota`]'s `Deserialize`) | no rate limit |
+/// | `rate_cells`, `rate_period`, `rate_burst` | the rate's keys, flat, with a `rate_` prefix | no rate limit |
 ///
 /// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
 /// either nested (TOML, YAML, JSON) or flat (environment variables:

@@ -1,4 +1,4 @@
-//! Export bulkhead, breaker and policy numbers through the [`metrics`]
+//! Export bulkhead, breaker, rate limit and policy numbers through the [`metrics`]
 //! facade (feature `metrics`), under plain names (`bulkhead_rejected_total`,
 //! `circuit_breaker_state`, …) labelled with the system's name, so one
 //! dashboard serves every system.
@@ -42,6 +42,9 @@
 //! | `circuit_breaker_rejected_total` | counter | `system` | calls the breaker refused |
 //! | `retries_total` | counter | `system`, `reason` | retries of idempotent calls ([`PolicyExporter`] only): `reason` is `failure` or `timeout` |
 //! | `retry_budget_exhausted_total` | counter | `system` | failed calls the retry budget did not let retry ([`PolicyExporter`] only) |
+//! | `rate_limit_admitted_total` | counter | `system` | requests the rate limiter admitted, waits served included ([`RateLimitExporter`], and [`PolicyExporter`] for a policy with a rate) |
+//! | `rate_limit_refused_total` | counter | `system` | requests it refused: no cell by then |
+//! | `rate_limit_waiting` | gauge | `system` | waits holding a reservation now |
 //! | `bulkhead_limit` | gauge | `system` | an adaptive bulkhead's limit now ([`LimitExporter`] only) |
 //! | `bulkhead_limit_window_calls` | gauge | `system`, `signal` | the calls of the last window the algorithm read: `signal` is `success`, `failure`, `dropped` or `timeout` |
 //! | `bulkhead_limit_window_rtt_seconds` | gauge | `system` | the average round trip of that window's successes; NaN without any |
@@ -99,6 +102,7 @@ use crate::bulkhead::{Bulkhead, BulkheadMetrics};
 use crate::clock::Clock;
 use crate::limit::{AdaptiveBulkhead, AdaptiveLimit, LimitAlgorithm};
 use crate::policy::Policy;
+use crate::rate::{RateLimiter, RateMetrics};
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
 pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
@@ -139,6 +143,15 @@ pub const RETRIES_TOTAL: &str = "retries_total";
 /// `retry_budget_exhausted_total{system}`: failed calls the retry budget did
 /// not let retry (counter), from [`Policy::retry_metrics`].
 pub const RETRY_BUDGET_EXHAUSTED_TOTAL: &str = "retry_budget_exhausted_total";
+/// `rate_limit_admitted_total{system}`: requests a rate limiter admitted,
+/// waits served included (counter), from [`RateMetrics::admitted`].
+pub const RATE_LIMIT_ADMITTED_TOTAL: &str = "rate_limit_admitted_total";
+/// `rate_limit_refused_total{system}`: requests a rate limiter refused
+/// (counter), from [`RateMetrics::refused`].
+pub const RATE_LIMIT_REFUSED_TOTAL: &str = "rate_limit_refused_total";
+/// `rate_limit_waiting{system}`: waits holding a reservation now (gauge),
+/// from [`RateMetrics::waiting`].
+pub const RATE_LIMIT_WAITING: &str = "rate_limit_waiting";
 /// Gauge: an adaptive bulkhead's current limit (its capacity).
 pub const BULKHEAD_LIMIT: &str = "bulkhead_limit";
 /// Gauge: the calls of the last window the limit algorithm read, by `signal`.
@@ -274,6 +287,21 @@ pub fn describe() {
         RETRY_BUDGET_EXHAUSTED_TOTAL,
         Unit::Count,
         "Failed calls the retry budget did not let retry"
+    );
+    describe_counter!(
+        RATE_LIMIT_ADMITTED_TOTAL,
+        Unit::Count,
+        "Requests the rate limiter admitted"
+    );
+    describe_counter!(
+        RATE_LIMIT_REFUSED_TOTAL,
+        Unit::Count,
+        "Requests the rate limiter refused"
+    );
+    describe_gauge!(
+        RATE_LIMIT_WAITING,
+        Unit::Count,
+        "Waits for a rate limiter's cells holding a reservation now"
     );
 }
 
@@ -596,9 +624,136 @@ impl BreakerExporter {
     }
 }
 
+/// The `rate_limit_*` metrics of one [`RateLimiter`], registered once.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::metrics::RateLimitExporter;
+/// use watertight::rate::{Quota, RateLimiter};
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let uplink = RateLimiter::new("uplink", Quota::per_second(10).burst(2), &clock);
+/// let exporter = metrics::with_local_recorder(&recorder, || RateLimitExporter::new(&uplink));
+///
+/// uplink.check().unwrap();
+/// uplink.check().unwrap();
+/// assert!(uplink.check().is_err()); // the burst is spent
+/// exporter.update(&uplink);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"rate_limit_admitted_total{system="uplink"} 2"#));
+/// assert!(text.contains(r#"rate_limit_refused_total{system="uplink"} 1"#));
+/// assert!(text.contains(r#"rate_limit_waiting{system="uplink"} 0"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitExporter {
+    admitted: Counter,
+    refused: Counter,
+    waiting: Gauge,
+}
+
+impl RateLimitExporter {
+    /// Registers the handles for `limiter` (labelled with its name) with
+    /// the current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::RateLimitExporter};
+    /// # use watertight::rate::{Quota, RateLimiter};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = RateLimiter::new("api", Quota::per_second(5), &clock);
+    /// api.check_n(3).unwrap(); // one request of three cells
+    ///
+    /// let _exporter = metrics::with_local_recorder(&recorder, || RateLimitExporter::new(&api));
+    /// // Exported at once, before any `update`.
+    /// assert!(prometheus.render().contains(r#"rate_limit_admitted_total{system="api"} 1"#));
+    /// ```
+    pub fn new<C>(limiter: &RateLimiter<C>) -> Self {
+        let exporter = Self::named(limiter.name());
+        exporter.update(limiter);
+        exporter
+    }
+
+    /// Registers the handles for the system `system`, exporting nothing yet:
+    /// feed it with [`record`](Self::record).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::metrics::RateLimitExporter;
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let _exporter = metrics::with_local_recorder(&recorder, || RateLimitExporter::named("api"));
+    /// assert!(prometheus.render().contains(r#"rate_limit_refused_total{system="api"} 0"#));
+    /// ```
+    pub fn named(system: &'static str) -> Self {
+        RateLimitExporter {
+            admitted: counter!(RATE_LIMIT_ADMITTED_TOTAL, "system" => system),
+            refused: counter!(RATE_LIMIT_REFUSED_TOTAL, "system" => system),
+            waiting: gauge!(RATE_LIMIT_WAITING, "system" => system),
+        }
+    }
+
+    /// Copies the limiter's numbers now into the handles. Pass the limiter
+    /// this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::RateLimitExporter};
+    /// # use watertight::rate::{Quota, RateLimiter};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = RateLimiter::new("api", Quota::per_second(1), &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || RateLimitExporter::new(&api));
+    ///
+    /// api.check().unwrap();
+    /// // Until the next update, the exported numbers are the last ones.
+    /// assert!(prometheus.render().contains(r#"rate_limit_admitted_total{system="api"} 0"#));
+    /// exporter.update(&api);
+    /// assert!(prometheus.render().contains(r#"rate_limit_admitted_total{system="api"} 1"#));
+    /// ```
+    pub fn update<C>(&self, limiter: &RateLimiter<C>) {
+        self.record(&limiter.metrics());
+    }
+
+    /// Copies a snapshot into the handles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::RateLimitExporter};
+    /// # use watertight::rate::{Quota, RateLimiter};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = RateLimiter::new("api", Quota::per_second(1), &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || RateLimitExporter::named("api"));
+    ///
+    /// api.check().unwrap();
+    /// assert!(api.check().is_err());
+    /// let snapshot = api.metrics(); // one snapshot, for a log line and the exporter
+    /// exporter.record(&snapshot);
+    /// assert!(prometheus.render().contains(r#"rate_limit_refused_total{system="api"} 1"#));
+    /// ```
+    pub fn record(&self, m: &RateMetrics) {
+        self.admitted.absolute(count(m.admitted));
+        self.refused.absolute(count(m.refused));
+        self.waiting.set(m.waiting as f64);
+    }
+}
+
 /// Both exporters of a [`Policy`], its bulkhead's and its breaker's, and
 /// its retry counters (`retries_total{system,reason}`,
-/// `retry_budget_exhausted_total{system}`), under the policy's name.
+/// `retry_budget_exhausted_total{system}`), and its rate limiter's
+/// (`rate_limit_*`, only for a policy with a rate), under the policy's name.
 ///
 /// The [module docs](self) show it in a scrape handler.
 ///
@@ -628,6 +783,7 @@ pub struct PolicyExporter {
     retries_failure: Counter,
     retries_timeout: Counter,
     retry_budget_exhausted: Counter,
+    rate: Option<RateLimitExporter>,
 }
 
 impl PolicyExporter {
@@ -668,6 +824,7 @@ impl PolicyExporter {
             retries_failure: retries("failure"),
             retries_timeout: retries("timeout"),
             retry_budget_exhausted: counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "system" => system),
+            rate: policy.rate_limiter().map(RateLimitExporter::new),
         };
         exporter.record_retries(policy);
         exporter
@@ -713,6 +870,9 @@ impl PolicyExporter {
         self.bulkhead.update(policy.bulkhead());
         self.breaker.update(policy.breaker());
         self.record_retries(policy);
+        if let (Some(exporter), Some(limiter)) = (&self.rate, policy.rate_limiter()) {
+            exporter.update(limiter);
+        }
     }
 
     /// The bulkhead's exporter.
@@ -761,6 +921,38 @@ impl PolicyExporter {
     /// ```
     pub fn breaker(&self) -> &BreakerExporter {
         &self.breaker
+    }
+
+    /// The rate limiter's exporter, for a policy with a rate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::rate::Quota;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).rate(Quota::per_second(1)).build().unwrap();
+    /// let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&provider));
+    ///
+    /// let limiter = provider.rate_limiter().unwrap();
+    /// limiter.check().unwrap();
+    /// exporter.rate().unwrap().update(limiter);
+    /// assert!(prometheus.render().contains(r#"rate_limit_admitted_total{system="provider"} 1"#));
+    ///
+    /// // A policy without a rate exports no `rate_limit_*` series.
+    /// let plain: Policy<_> = Policy::new("plain", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&plain));
+    /// assert!(exporter.rate().is_none());
+    /// assert!(!prometheus.render().contains(r#"rate_limit_admitted_total{system="plain"}"#));
+    /// ```
+    pub fn rate(&self) -> Option<&RateLimitExporter> {
+        self.rate.as_ref()
     }
 }
 

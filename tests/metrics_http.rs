@@ -321,3 +321,83 @@ fn retries_are_counted_by_reason_and_the_budget_refusals() {
         "{text}"
     );
 }
+
+#[test]
+fn rate_limit_admissions_refusals_and_waits_are_exported() {
+    use std::time::Duration;
+    use watertight::clock::ManualClock;
+    use watertight::metrics::{PolicyExporter, RateLimitExporter};
+    use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+    use watertight::rate::{Quota, RateLimiter};
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let clock = ManualClock::new();
+    let config = PolicyConfig::builder(4)
+        .rate(Quota::per_second(10).burst(3))
+        .build()
+        .unwrap();
+    let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+    let uplink = RateLimiter::new("uplink", Quota::per_second(1).burst(1), &clock);
+    let (policy_exporter, uplink_exporter) = metrics::with_local_recorder(&recorder, || {
+        watertight::metrics::describe();
+        (
+            PolicyExporter::new(&provider),
+            RateLimitExporter::new(&uplink),
+        )
+    });
+
+    // Through the policy: 3 admitted (the burst), 2 refused.
+    for i in 0..5 {
+        let r = futures_lite::future::block_on(provider.call(|| async { Ok::<_, ()>(i) }));
+        assert_eq!(r.is_ok(), i < 3, "call {i}: {r:?}");
+        if i >= 3 {
+            assert!(matches!(
+                r.unwrap_err().kind(),
+                ErrorKind::RateLimited { .. }
+            ));
+        }
+    }
+    // A limiter of its own: one admitted, one wait holding a reservation.
+    uplink.check().unwrap();
+    let mut wait = Box::pin(uplink.until_ready());
+    assert!(futures_lite::future::block_on(futures_lite::future::poll_once(&mut wait)).is_none());
+
+    policy_exporter.update(&provider);
+    uplink_exporter.update(&uplink);
+    let text = prometheus.render();
+    for line in [
+        r#"rate_limit_admitted_total{system="provider"} 3"#,
+        r#"rate_limit_refused_total{system="provider"} 2"#,
+        r#"rate_limit_waiting{system="provider"} 0"#,
+        r#"rate_limit_admitted_total{system="uplink"} 1"#,
+        r#"rate_limit_refused_total{system="uplink"} 0"#,
+        r#"rate_limit_waiting{system="uplink"} 1"#,
+        // The policy's bulkhead granted only the admitted calls.
+        r#"bulkhead_accepted_total{system="provider"} 3"#,
+        "# TYPE rate_limit_admitted_total counter",
+        "# TYPE rate_limit_refused_total counter",
+        "# TYPE rate_limit_waiting gauge",
+        "# HELP rate_limit_refused_total",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+
+    // The wait is served: it counts as admitted, and no longer waits.
+    clock.advance(Duration::from_secs(1));
+    futures_lite::future::block_on(wait).unwrap();
+    uplink_exporter.update(&uplink);
+    let text = prometheus.render();
+    assert!(
+        text.contains(r#"rate_limit_admitted_total{system="uplink"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"rate_limit_waiting{system="uplink"} 0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"rate_limit_refused_total{system="uplink"} 0"#),
+        "{text}"
+    );
+}

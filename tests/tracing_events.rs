@@ -9,6 +9,7 @@
 //! | breaker transition | INFO | `watertight::breaker` | `system`, `from`, `to` |
 //! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
 //! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
+//! | rate limiter refusal | DEBUG | `watertight::rate` | `system`, `retry_after_ms` (rounded up) |
 //! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
@@ -16,8 +17,8 @@
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
 //! nothing of its own (a timed-out one emits the policy's timeout event
-//! first). A policy refused by its bulkhead (full, or timed out waiting) or its
-//! breaker emits only that layer's event. Every test here runs on one thread
+//! first). A policy refused by its rate limit, its bulkhead (full, or timed
+//! out waiting) or its breaker emits only that layer's event. Every test here runs on one thread
 //! under `tracing::subscriber::with_default`, on a `ManualClock`: events
 //! from tests running at the same time on other threads are not seen.
 #![cfg(not(loom))]
@@ -521,4 +522,67 @@ fn one_event_per_adaptive_limit_change() {
         ]
     );
     assert_eq!(b.limit_changes(), 2);
+}
+
+#[test]
+fn one_event_per_rate_refusal() {
+    use watertight::rate::{Quota, RateError, RateLimiter};
+
+    let clock = ManualClock::new();
+    let uplink = RateLimiter::new("uplink", Quota::per_second(3).burst(1), &clock);
+
+    let ((), events) = capture(|| {
+        uplink.check().unwrap();
+        assert!(uplink.check().is_err()); // 333.333334 ms to go: 334 ms
+        clock.advance(Duration::from_millis(300));
+        // A wait that could not conform by its deadline: refused at once.
+        let early = block_on(uplink.acquire_timeout(Duration::from_millis(10)));
+        assert!(matches!(early, Err(RateError::Limited { .. })));
+        // An error in the request is not a refusal: no event.
+        assert!(matches!(
+            uplink.check_n(2),
+            Err(RateError::ExceedsBurst { .. })
+        ));
+        // Admitted: no event.
+        clock.advance(Duration::from_millis(34));
+        uplink.check().unwrap();
+    });
+
+    let expected = vec![
+        pairs(&[("retry_after_ms", "334"), ("system", "uplink")]),
+        pairs(&[("retry_after_ms", "34"), ("system", "uplink")]),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::rate")
+        );
+        assert!(e.field("message").is_some(), "{e:?}");
+    }
+    assert_eq!(uplink.metrics().refused, events.len());
+
+    // Through a policy: the limiter's event only, before any other layer.
+    let config = PolicyConfig::builder(1)
+        .max_wait(Duration::ZERO)
+        .rate(Quota::per_second(2).burst(1))
+        .build()
+        .unwrap();
+    let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+    let (err, events) = capture(|| {
+        block_on(provider.call(ok)).unwrap();
+        block_on(provider.call(ok)).unwrap_err()
+    });
+    assert_eq!(
+        *err.kind(),
+        ErrorKind::RateLimited {
+            retry_after: Duration::from_millis(500)
+        }
+    );
+    assert_eq!(
+        summary(&events),
+        vec![pairs(&[("retry_after_ms", "500"), ("system", "provider")])],
+        "{events:#?}"
+    );
+    assert_eq!(events[0].target, "watertight::rate");
 }

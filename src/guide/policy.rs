@@ -119,9 +119,10 @@
 //! # }
 //! ```
 //!
-//! **The order: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.** The retry is
-//! outermost, so each attempt is a call like any other: it takes a slot of its
-//! own (none is held through the backoff sleep), passes the breaker again
+//! **The order: retry ⊃ rate limit ⊃ bulkhead ⊃ breaker ⊃ deadline.** The
+//! retry is outermost, so each attempt is a call like any other: it takes a
+//! cell of the rate limit if the policy has one (see [below](#a-rate-limit-in-a-policy)),
+//! a slot of its own (none is held through the backoff sleep), passes the breaker again
 //! (which sees every attempt's outcome, and an open breaker refuses the retry
 //! as it refuses any call), and runs under its own call timeout, all inside
 //! what is left of the request's budget. A retry inside the bulkhead would
@@ -138,7 +139,8 @@
 //! returned) — or that ran out of its own call timeout. Never a success, an
 //! outcome the classifier calls a `Success` or `Ignored`, a call cut short by
 //! the request's own budget, nor any refusal by this crate's layers: a full
-//! or closed bulkhead, an open breaker, a spent budget mean "stop", and
+//! or closed bulkhead, an open breaker, a rate limit with no cell, a spent
+//! budget mean "stop", and
 //! retrying them is the storm. `.retry_after(hint)` lets an error say how
 //! long to wait (a server's `Retry-After`) instead of the backoff, still
 //! never past the budget.
@@ -176,3 +178,72 @@
 //! How those bounds do in a retry storm, beside a naive loop and tower's
 //! `retry` with its `TpsBudget`, and what a retryable call costs when it
 //! needs no retry: [benchmarks: retries](super::benchmarks#retries).
+//!
+//! # A rate limit in a policy
+//!
+//! A bulkhead bounds how many calls are in flight; a rate limit how often
+//! they start (a provider's "100 requests per minute", a modem's 10
+//! messages a second). `PolicyConfigBuilder::rate(Quota)` gives the policy
+//! a [`RateLimiter`](crate::rate::RateLimiter) (GCRA, one atomic word),
+//! named after the system and on the policy's clock:
+//!
+//! ```rust
+//! use core::time::Duration;
+//! use watertight::clock::ManualClock;
+//! use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+//! use watertight::rate::Quota;
+//!
+//! # futures_lite::future::block_on(async {
+//! let clock = ManualClock::new();
+//! // The provider allows 50 requests a second, 10 at once.
+//! let config = PolicyConfig::builder(8)
+//!     .rate(Quota::per_second(50).burst(10))
+//!     .build()
+//!     .unwrap();
+//! let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+//!
+//! for _ in 0..10 {
+//!     provider.call(|| async { Ok::<_, ()>("ok") }).await.unwrap();
+//! }
+//! let err = provider.call(|| async { Ok::<_, ()>("ok") }).await.unwrap_err();
+//! // One "unavailable" error with the exact hint: a 429 or 503 + Retry-After.
+//! assert_eq!(*err.kind(), ErrorKind::RateLimited { retry_after: Duration::from_millis(20) });
+//! assert!(err.is_unavailable());
+//! assert_eq!(err.retry_after(), Some(Duration::from_millis(20)));
+//!
+//! clock.advance(Duration::from_millis(20)); // one emission interval
+//! assert!(provider.call(|| async { Ok::<_, ()>("ok") }).await.is_ok());
+//! let m = provider.rate_limiter().unwrap().metrics();
+//! assert_eq!((m.admitted, m.refused), (11, 1));
+//! # });
+//! ```
+//!
+//! Where it sits, and why:
+//!
+//! - **Before the bulkhead.** A refused cell costs no slot, asks no breaker
+//!   and starts no timer; a call that does not conform is refused before it
+//!   holds anything. (After the bulkhead, a refusal would have taken a slot
+//!   and given it back, and a full bulkhead would not tell how often calls
+//!   start.) A cell taken is spent even if the bulkhead or the breaker then
+//!   refuses: the limit only ever errs towards fewer calls.
+//! - **Once per attempt.** Each attempt of `call_idempotent` is a request
+//!   to the system, so each takes a cell: a provider counts retries too.
+//!   Hedged requests, when the crate has them, are attempts as well.
+//! - **A refusal ends the retries**, as every refusal by a layer does: the
+//!   caller gets `RateLimited` with the limiter's exact `retry_after` rather
+//!   than a loop that spends the next cells on retries.
+//! - **It never waits.** A cell that does not conform now is refused at
+//!   once, whatever `max_wait` and the request budget say: `max_wait` is the
+//!   bulkhead's (a slot frees when any call ends, a cell only when its time
+//!   comes, which `retry_after` already tells exactly). To wait for a cell,
+//!   await the limiter's own `acquire_until(deadline)`, which refuses at once
+//!   a cell that cannot conform by the deadline.
+//! - **Free without one.** A policy with no rate pays one branch per call.
+//!
+//! With `serde` the keys are `rate_cells`, `rate_period` (1 s by default)
+//! and `rate_burst` (the cells by default), or a nested `rate` table with
+//! `cells`, `period`, `burst`; the `metrics` feature's `PolicyExporter`
+//! exports `rate_limit_admitted_total`, `rate_limit_refused_total` and
+//! `rate_limit_waiting` under the system's label, and the `tracing` feature
+//! logs one DEBUG event per refusal (target `watertight::rate`, fields
+//! `system`, `retry_after_ms`).

@@ -13,6 +13,7 @@ use crate::breaker::{
 };
 use crate::bulkhead::{poll_until, AcquireError, Waiter};
 use crate::clock::{Clock, Instant, Timer};
+use crate::rate::RateLimiter;
 
 // ---- the call future -------------------------------------------------------
 
@@ -25,12 +26,14 @@ mod sealed {
     use crate::bulkhead::Bulkhead;
     use crate::clock::Timer;
     use crate::policy::Retries;
+    use crate::rate::RateLimiter;
 
     /// The parts of a policy that a [`PolicyCall`](super::PolicyCall) works
     /// with, borrowed from a handle: `&Policy` for `Policy::call` and its
     /// relatives, `Arc<Policy>` for the tower service.
     #[allow(missing_debug_implementations)]
     pub struct Parts<'a, C, B> {
+        pub(crate) rate: Option<&'a RateLimiter<C>>,
         pub(crate) bulkhead: &'a Bulkhead<C>,
         pub(crate) breaker: &'a B,
         pub(crate) clock: &'a C,
@@ -95,6 +98,7 @@ impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle
 impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Parts {
+            rate: self.rate.as_ref(),
             bulkhead: &self.bulkhead,
             breaker: &self.breaker,
             clock: &self.clock,
@@ -409,15 +413,17 @@ where
     }
 }
 
-/// What lets the call start, in order: 1. a bulkhead slot, 2. the breaker's
-/// permit, 3. a budget not spent yet. `Ok`: the permit, with the slot held.
-/// A refusal settles the call.
+/// What lets the call start, in order: 0. a cell of the rate limit, if the
+/// policy has one, 1. a bulkhead slot, 2. the breaker's permit, 3. a budget
+/// not spent yet. `Ok`: the permit, with the slot held. A refusal settles
+/// the call.
 #[inline(always)]
 fn admit<R: Handle, D: Dispatch, K, E>(
     this: &mut CallProj<'_, R, D, K>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<Raw, ErrorKind<E>>> {
     let Parts {
+        rate,
         bulkhead,
         breaker,
         clock,
@@ -426,6 +432,14 @@ fn admit<R: Handle, D: Dispatch, K, E>(
     } = this.slot.policy.parts();
     let budget = *this.budget;
     if *this.stage == Stage::Start {
+        // 0. Rate limit, outermost, once per attempt: a refused cell costs
+        // no slot. Without one, this is one branch.
+        if let Some(rate) = rate {
+            if let Err(retry_after) = take_cell(rate) {
+                settle(this, None, Outcome::Ignored);
+                return Poll::Ready(Err(ErrorKind::RateLimited { retry_after }));
+            }
+        }
         // 1. Bulkhead, outside: a free slot at once (no clock read); else
         // a wait of `max_wait`, or what is left of the budget if less.
         match bulkhead.try_acquire_uncounted() {
@@ -533,6 +547,18 @@ where
     this.fut.set(None);
     this.sleep.set(None);
     Poll::Ready(polled)
+}
+
+/// One cell of the policy's rate limit, never waiting, or how long until
+/// one conforms: out of line, so that a policy without a rate limit
+/// carries none of its code. A refusal counts (and, with `tracing`,
+/// reports) itself in the limiter; one cell never exceeds a burst, which is
+/// at least 1.
+#[cold]
+#[inline(never)]
+fn take_cell<C: Clock>(rate: &RateLimiter<C>) -> Result<(), Duration> {
+    rate.check()
+        .map_err(|e| e.retry_after().unwrap_or(Duration::MAX))
 }
 
 /// The policy's error for a slot that was not had.

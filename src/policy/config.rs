@@ -5,6 +5,7 @@ use core::time::Duration;
 
 use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
 use crate::bulkhead::Bulkhead;
+use crate::rate::Quota;
 use crate::retry::{RetryConfig, RetryConfigBuilder, RetryConfigError};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
@@ -12,7 +13,8 @@ use crate::retry::{RetryConfig, RetryConfigBuilder, RetryConfigError};
 /// so, never more than 1 s).
 pub const LONGEST_USUAL_MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// How one system is guarded: slots, slot wait, call timeout, breaker.
+/// How one system is guarded: slots, slot wait, call timeout, breaker,
+/// retries, and an optional rate limit.
 ///
 /// # Examples
 ///
@@ -40,6 +42,7 @@ pub struct PolicyConfig {
     pub(super) call_timeout: Duration,
     pub(super) breaker: BreakerConfig,
     pub(super) retry: RetryConfig,
+    pub(super) rate: Option<Quota>,
 }
 
 impl PolicyConfig {
@@ -65,6 +68,7 @@ impl PolicyConfig {
             call_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::DEFAULT,
             retry: RetryConfig::builder(),
+            rate: None,
             allow_long_max_wait: false,
             from_pool: false,
         }
@@ -168,6 +172,22 @@ impl PolicyConfig {
     pub const fn retry(&self) -> &RetryConfig {
         &self.retry
     }
+
+    /// The rate limit, if the policy has one ([`PolicyConfigBuilder::rate`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    /// use watertight::rate::Quota;
+    ///
+    /// assert_eq!(PolicyConfig::builder(8).build().unwrap().rate(), None);
+    /// let provider = PolicyConfig::builder(8).rate(Quota::per_minute(100)).build().unwrap();
+    /// assert_eq!(provider.rate(), Some(Quota::per_minute(100)));
+    /// ```
+    pub const fn rate(&self) -> Option<Quota> {
+        self.rate
+    }
 }
 
 /// Builds a [`PolicyConfig`]; [`build`](Self::build) checks every setting.
@@ -197,6 +217,7 @@ pub struct PolicyConfigBuilder {
     call_timeout: Duration,
     breaker: BreakerConfig,
     retry: RetryConfigBuilder,
+    rate: Option<Quota>,
     allow_long_max_wait: bool,
     /// Made by [`PolicyConfig::for_pool`]: a zero size is the pool's.
     from_pool: bool,
@@ -322,6 +343,52 @@ impl PolicyConfigBuilder {
         self
     }
 
+    /// A rate limit for the system (default: none): how often calls may
+    /// start, as a GCRA [`Quota`] (`Quota::per_second(50).burst(10)`).
+    ///
+    /// It is the policy's outermost layer: **checked before the bulkhead**,
+    /// so a refused cell costs no slot and asks no breaker, and **once per
+    /// attempt**: each retry of
+    /// [`call_idempotent`](super::Policy::call_idempotent) is a request to
+    /// the system and takes a cell of its own. It never waits: a cell that
+    /// does not conform now is refused at once with
+    /// [`ErrorKind::RateLimited`](super::ErrorKind::RateLimited) and the
+    /// limiter's exact `retry_after` (the policy's one "unavailable" error,
+    /// for a 429 or 503 with `Retry-After`), and a refusal ends the
+    /// retries. A cell taken is spent even if the bulkhead or the breaker
+    /// then refuses the call: the limit errs only towards fewer calls.
+    /// (To wait for a cell, await the limiter's own
+    /// [`acquire_until`](crate::rate::RateLimiter::acquire_until) first.)
+    /// A `Quota` is valid once made, so `build` has nothing to check here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+    /// use watertight::rate::Quota;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).rate(Quota::per_second(2)).build().unwrap();
+    /// let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+    /// for _ in 0..2 {
+    ///     provider.call(|| async { Ok::<_, ()>(()) }).await.unwrap(); // the burst
+    /// }
+    /// let err = provider.call(|| async { Ok::<_, ()>(()) }).await.unwrap_err();
+    /// let wait = Duration::from_millis(500);
+    /// assert_eq!(*err.kind(), ErrorKind::RateLimited { retry_after: wait });
+    /// assert!(err.is_unavailable());
+    /// assert_eq!(err.retry_after(), Some(wait));
+    /// assert_eq!(provider.bulkhead().metrics().accepted, 2); // no slot for the refusal
+    /// # });
+    /// ```
+    pub const fn rate(mut self, quota: Quota) -> Self {
+        self.rate = Some(quota);
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -379,6 +446,7 @@ impl PolicyConfigBuilder {
             call_timeout: self.call_timeout,
             breaker: self.breaker,
             retry,
+            rate: self.rate,
         })
     }
 }

@@ -32,6 +32,14 @@ use crate::breaker::Rejection;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind<E> {
+    /// The policy's rate limit ([`PolicyConfigBuilder::rate`](super::PolicyConfigBuilder::rate))
+    /// had no cell for this attempt: it is checked first, so no slot was
+    /// taken and the breaker was not asked. `retry_after` is the limiter's
+    /// exact hint: a cell conforms then, if nobody else takes it first.
+    RateLimited {
+        /// How long until a cell conforms.
+        retry_after: Duration,
+    },
     /// All slots were taken and none came free within the slot wait (or the
     /// request budget). The breaker was not asked and records nothing.
     BulkheadFull,
@@ -141,7 +149,8 @@ impl<E> Error<E> {
     }
 
     /// How long until the breaker lets a probe through, when it refused
-    /// because it is open: a server's `Retry-After`.
+    /// because it is open, or until the rate limit has a cell, when it
+    /// refused: a server's `Retry-After`.
     ///
     /// # Examples
     ///
@@ -152,7 +161,7 @@ impl<E> Error<E> {
     /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).max_wait(core::time::Duration::ZERO).build().unwrap(), &clock).unwrap();
     /// let _busy = p.bulkhead().try_acquire().unwrap();
     /// let err = p.call(|| async { Ok::<(), ()>(()) }).await.unwrap_err();
-    /// assert_eq!(err.retry_after(), None); // only an open breaker gives one
+    /// assert_eq!(err.retry_after(), None); // only an open breaker or the rate limit gives one
     ///
     /// // One failure opens this breaker for 10 s; 4 s later, 6 s are left.
     /// let brk = watertight::BreakerConfig::builder()
@@ -165,11 +174,20 @@ impl<E> Error<E> {
     /// clock.advance(core::time::Duration::from_secs(4));
     /// let err = p.call(|| async { Ok::<(), &str>(()) }).await.unwrap_err();
     /// assert_eq!(err.retry_after(), Some(core::time::Duration::from_secs(6)));
+    ///
+    /// // A rate limit of 4 a second, one at a time: the next cell in 250 ms.
+    /// let rate = watertight::rate::Quota::per_second(4).burst(1);
+    /// let p: Policy<_> = Policy::new("stock", PolicyConfig::builder(1).rate(rate).build().unwrap(), &clock).unwrap();
+    /// assert!(p.call(|| async { Ok::<(), &str>(()) }).await.is_ok());
+    /// let err = p.call(|| async { Ok::<(), &str>(()) }).await.unwrap_err();
+    /// assert_eq!(err.retry_after(), Some(core::time::Duration::from_millis(250)));
+    /// assert_eq!(err.to_string(), "stock unavailable: rate limited, retry after 250ms");
     /// # });
     /// ```
     pub const fn retry_after(&self) -> Option<Duration> {
         match &self.kind {
             ErrorKind::CircuitOpen(r) => r.retry_after(),
+            ErrorKind::RateLimited { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -204,6 +222,12 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let system = self.system;
         match &self.kind {
+            ErrorKind::RateLimited { retry_after } => {
+                write!(
+                    f,
+                    "{system} unavailable: rate limited, retry after {retry_after:?}"
+                )
+            }
             ErrorKind::BulkheadFull => write!(f, "{system} unavailable: bulkhead full"),
             ErrorKind::BulkheadClosed => write!(f, "{system} unavailable: bulkhead closed"),
             ErrorKind::CircuitOpen(r) => write!(f, "{system} unavailable: {r}"),

@@ -6,7 +6,10 @@
 //! the **bulkhead** outside (how many calls to this system at once; wait for
 //! a slot only briefly), the **circuit breaker** inside it (do not call a
 //! system that is clearly failing), the **deadline** innermost (how long this
-//! one call may take, and no longer than the caller's request budget). Each
+//! one call may take, and no longer than the caller's request budget). A
+//! policy may carry a **rate limit** too ([`PolicyConfigBuilder::rate`]):
+//! checked before the bulkhead, so a refused cell costs no slot, and once
+//! per attempt, since each retry is a request to the system. Each
 //! external system gets its own set, named after it, so one slow system
 //! cannot drain the others, and every refusal comes back as one
 //! "system unavailable" [`Error`] that the caller maps to a 503 with
@@ -29,6 +32,7 @@ use crate::bulkhead::Bulkhead;
 use crate::clock::{Clock, Instant, Timer};
 use crate::deadline::Deadline;
 use crate::limit::{AdaptiveLimit, LimitAlgorithm, Signal};
+use crate::rate::RateLimiter;
 use crate::retry::{Jitter, RetryBudget, RetryConfig};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 
@@ -52,6 +56,11 @@ pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 ///
 /// [`call`](Self::call) runs a call through the three:
 ///
+/// 0. if the config set a rate ([`PolicyConfigBuilder::rate`]), take one
+///    cell of it, never waiting. None conforms now:
+///    [`ErrorKind::RateLimited`] with the limiter's exact `retry_after`; no
+///    slot is taken and the breaker is not asked. Without a rate this step
+///    is one branch.
 /// 1. wait for a bulkhead slot for at most `max_wait` — or what is left of
 ///    the request budget, if less. No slot: [`ErrorKind::BulkheadFull`]; the
 ///    breaker is not asked and records nothing.
@@ -107,6 +116,8 @@ pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 /// # });
 /// ```
 pub struct Policy<C, const N: usize = 64, W = Inline<N>, B = C> {
+    // Checked once per attempt, before the bulkhead; `None`: one branch.
+    rate: Option<RateLimiter<C>>,
     bulkhead: Bulkhead<C>,
     breaker: CircuitBreaker<B, N, (), W>,
     clock: C,
@@ -290,7 +301,11 @@ impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
                     max: Bulkhead::<()>::MAX_PERMITS,
                 }
             })?;
+        let rate = config
+            .rate
+            .map(|quota| RateLimiter::new(name, quota, clock.clone()));
         Ok(Policy {
+            rate,
             bulkhead,
             breaker,
             clock,
@@ -345,6 +360,31 @@ impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     /// ```
     pub fn breaker(&self) -> &CircuitBreaker<B, N, (), W> {
         &self.breaker
+    }
+
+    /// The rate limiter, if the config set a rate
+    /// ([`PolicyConfigBuilder::rate`]), for its metrics: named after the
+    /// system, on the policy's clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::rate::Quota;
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).rate(Quota::per_second(10)).build().unwrap();
+    /// let p: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+    /// let rate = p.rate_limiter().unwrap();
+    /// assert_eq!((rate.name(), rate.quota().cells()), ("payments", 10));
+    ///
+    /// let config = PolicyConfig::builder(4).build().unwrap();
+    /// let p: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+    /// assert!(p.rate_limiter().is_none());
+    /// ```
+    pub fn rate_limiter(&self) -> Option<&RateLimiter<C>> {
+        self.rate.as_ref()
     }
     /// How long a call may wait for a slot (the config's `max_wait`).
     ///
@@ -665,6 +705,7 @@ impl<C, const N: usize, W: WindowStorage, B> fmt::Debug for Policy<C, N, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name())
+            .field("rate", &self.rate)
             .field("bulkhead", &self.bulkhead)
             .field("breaker", &self.breaker)
             .field("max_wait", &self.max_wait)

@@ -1,4 +1,4 @@
-//! Retries: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.
+//! Retries: retry ⊃ rate limit ⊃ bulkhead ⊃ breaker ⊃ deadline.
 
 use core::fmt;
 use core::future::Future;
@@ -16,7 +16,7 @@ use crate::retry::{RetryBudget, RetryConfig};
 use crate::sync::Ordering;
 
 // ---------------------------------------------------------------------------
-// Retries: retry ⊃ bulkhead ⊃ breaker ⊃ deadline.
+// Retries: retry ⊃ rate limit ⊃ bulkhead ⊃ breaker ⊃ deadline.
 
 /// How many retries a policy has made, and why, and how often its budget
 /// said no ([`Policy::retry_metrics`]).
@@ -98,8 +98,10 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     /// a failure or a call timeout is retried, each attempt through the
     /// whole policy again (its own slot, the breaker, its own timeout), up
     /// to the config's attempts, after a backoff with full jitter, while
-    /// the retry budget allows. A refusal by the policy (bulkhead full,
-    /// breaker open, budget spent) is never retried, nor a success.
+    /// the retry budget allows. A refusal by the policy (rate limited,
+    /// bulkhead full, breaker open, budget spent) is never retried, nor a
+    /// success. Each attempt takes a cell of the policy's rate limit, if it
+    /// has one: a retry is a request to the system.
     ///
     /// `make` is called once per attempt. Add a request budget with
     /// [`within`](Retrying::within), a classifier with

@@ -431,6 +431,8 @@ impl<C> RateLimiter<C> {
             Some(slot) => slot.at,
             None => u64::MAX,
         };
+        #[cfg(feature = "tracing")]
+        trace_refusal(self.name, now, at);
         RateError::Limited {
             retry_after: Instant::from_nanos(at)
                 .saturating_duration_since(Instant::from_nanos(now)),
@@ -763,4 +765,20 @@ impl<C> fmt::Debug for RateLimiter<C> {
             .field("waiting", &self.waiting())
             .finish_non_exhaustive()
     }
+}
+
+/// The one event per refusal (feature `tracing`), at DEBUG as the
+/// bulkhead's: refusals come at the rate of traffic, and the `refused`
+/// counter is what dashboards read. `retry_after_ms` is rounded up (a
+/// `Retry-After` that never comes back early), as the breaker names it.
+#[cfg(feature = "tracing")]
+#[cold]
+fn trace_refusal(system: &'static str, now: u64, at: u64) {
+    let ns = at.saturating_sub(now);
+    tracing::debug!(
+        target: "watertight::rate",
+        system,
+        retry_after_ms = ns.div_ceil(1_000_000),
+        "rate limiter refused a request"
+    );
 }
