@@ -4,6 +4,14 @@
 //! feature of `Cargo.toml`'s `[features]` is a row (`tests/readme.rs` checks
 //! that none is missing).
 //!
+//! The primitives need no feature: [`Bulkhead`](crate::Bulkhead),
+//! [`CircuitBreaker`](crate::CircuitBreaker), the
+//! [`RateLimiter`](crate::rate::RateLimiter) and the
+//! [`KeyedRateLimiter`](crate::rate::KeyedRateLimiter), deadlines and the
+//! [`Policy`](crate::policy::Policy) build with `--no-default-features`, on
+//! any target, with no allocator; the features add clocks, owned handles
+//! and integrations.
+//!
 //! | feature | default | what it enables | runtimes it serves | needs |
 //! |---|---|---|---|---|
 //! | `std` | yes | [`StdClock`](crate::clock::StdClock), and [`CoarseClock`](crate::clock::CoarseClock) (one relaxed atomic load per read, refreshed every 1 ms, or a resolution you choose, by one updater thread shared by the process, stopped and joined when its last handle is dropped; for slow-call thresholds of milliseconds to seconds), which read the time but cannot wait: anything that waits (`acquire*`, `timeout`, `Policy::call`) needs a [`Timer`](crate::clock::Timer), i.e. `TokioClock`, `AsyncIoClock`, `EmbassyClock` or [`ManualClock`](crate::clock::ManualClock) (by reference or `Arc`), and the compiler's error says so; a call or permit that panics records a failure | threads, or any executor (with a `Timer` to wait) | implies `alloc` |
@@ -12,10 +20,10 @@
 //! | `tokio` | no | `clock::TokioClock` (honours tokio's paused test time) | tokio (current-thread, multi-thread, paused time) | std |
 //! | `async-io` | no | `clock::AsyncIoClock`, for smol and async-std | smol, async-std | std |
 //! | `embassy` | no | `clock::EmbassyClock` (embassy-time) | embassy, on a microcontroller or on the host | embassy-time, whose tick rate and driver the firmware picks; no std |
-//! | `tower` | no | `tower::{BulkheadLayer, BreakerLayer, PolicyLayer, AdaptiveLayer}` and their services; permits per call, never hoarded in `poll_ready`; `PolicyLayer::idempotent()` retries `Clone` requests (opt-in, never by default) | any (the layers take a clock; the HTTP tests run on tokio) | std |
-//! | `metrics` | no | exporters into the `metrics` facade under plain Prometheus names, the system's name as the `system` label, handles registered once: `bulkhead_active_calls{system}`, `bulkhead_rejected_total{system,reason}`, `bulkhead_queued_total{system}`, `circuit_breaker_state{system}`, calls by outcome, slow calls, `retries_total{system,reason}`, `retry_budget_exhausted_total{system}`; an adaptive bulkhead's `bulkhead_limit{system}` and the window behind it (`LimitExporter`) | any | std |
-//! | `tracing` | no | one `tracing` event per breaker transition and per rejection, one per retry, and one per adaptive limit change, with the system's name | any | std |
-//! | `serde` | no | `Deserialize` for `BreakerConfig` and `PolicyConfig`, validated by their builders (errors name the field); per-system config from the environment (`examples/env_config.rs`), retry settings included (`retry_max_attempts`, `retry_budget_ratio`, …) | any, `no_std` included | — |
+//! | `tower` | no | `tower::{BulkheadLayer, BreakerLayer, PolicyLayer, AdaptiveLayer, RateLimitLayer}` and their services (the rate limit's sheds inbound calls for a 429 + `Retry-After`, or waits outbound for its cells); permits per call, never hoarded in `poll_ready`; `PolicyLayer::idempotent()` retries `Clone` requests (opt-in, never by default) | any (the layers take a clock; the HTTP tests run on tokio) | std |
+//! | `metrics` | no | exporters into the `metrics` facade under plain Prometheus names, the system's name as the `system` label, handles registered once: `bulkhead_active_calls{system}`, `bulkhead_rejected_total{system,reason}`, `bulkhead_queued_total{system}`, `circuit_breaker_state{system}`, calls by outcome, slow calls, `retries_total{system,reason}`, `retry_budget_exhausted_total{system}`; an adaptive bulkhead's `bulkhead_limit{system}` and the window behind it (`LimitExporter`); a rate limiter's `rate_limit_admitted_total{system}`, `rate_limit_refused_total{system}`, `rate_limit_waiting{system}` (`RateLimitExporter`, and a policy's own) | any | std |
+//! | `tracing` | no | one `tracing` event per breaker transition and per rejection, one per rate-limit refusal, one per retry, and one per adaptive limit change, with the system's name | any | std |
+//! | `serde` | no | `Deserialize` for `BreakerConfig`, `PolicyConfig` and the rate limiter's `Quota` (`rate_cells`, `rate_period`, `rate_burst` in a policy), validated by their builders (errors name the field); per-system config from the environment (`examples/env_config.rs`), retry settings included (`retry_max_attempts`, `retry_budget_ratio`, …) | any, `no_std` included | — |
 //! | `redis` | no | `redis::GlobalBulkhead`: one limit shared by every process on the same Redis (or Valkey), through redis-rs's connection manager ([the global bulkhead](super::global)) | tokio | implies `tokio`; redis-rs 1.x needs **rustc 1.88** (the rest of the crate builds on 1.85) |
 //! | `redis-smol` | no | the same on smol (`GlobalBulkhead<AsyncIoClock>`, made with `connect_on(…, AsyncIoClock)`; redis-rs's `smol-comp`, tasks on smol's global executor) | smol | implies `redis` and `async-io`; rustc 1.88 |
 //!
