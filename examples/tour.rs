@@ -3,7 +3,8 @@
 //! to the fast one's callers, what a breaker does when the slow one goes
 //! down, and how a handler with a request budget still answers in time when
 //! one of the systems it calls degrades; then the same limits as tower
-//! middleware and as Prometheus metrics.
+//! middleware and as Prometheus metrics, retries within the budget, and a
+//! rate limit both ways.
 //!
 //! Run: `cargo run --example tour --features tokio,tower,metrics`
 //!
