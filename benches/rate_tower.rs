@@ -82,6 +82,15 @@ where
     black_box(ready.call(()).await.unwrap());
 }
 
+/// One request through a clone of `svc`, as axum's router makes one.
+async fn once_cloned<S>(svc: &S)
+where
+    S: Service<()> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    black_box(svc.clone().oneshot(()).await.unwrap());
+}
+
 /// A loop of `iters` requests through one `svc` in one `block_on`.
 fn looped_on<S>(rt: &Runtime, iters: u64, svc: &mut S) -> Duration
 where
@@ -135,18 +144,10 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime) {
         b.iter_custom(|iters| looped_on(rt, iters, &mut svc))
     });
     g.bench_function("watertight/clone-per-call", |b| {
-        b.iter_custom(|iters| {
-            looped(rt, iters, || async {
-                black_box(ours.clone().oneshot(()).await.unwrap());
-            })
-        })
+        b.iter_custom(|iters| looped(rt, iters, || once_cloned(&ours)))
     });
     g.bench_function("tower-buffer/clone-per-call", |b| {
-        b.iter_custom(|iters| {
-            looped(rt, iters, || async {
-                black_box(theirs.clone().oneshot(()).await.unwrap());
-            })
-        })
+        b.iter_custom(|iters| looped(rt, iters, || once_cloned(&theirs)))
     });
     let mut bare = bare;
     g.bench_function("tower-bare", |b| {
@@ -171,12 +172,8 @@ fn ratio_table(rt: &Runtime) {
             let d = match i {
                 0 => looped_on(rt, CALLS, &mut o),
                 1 => looped_on(rt, CALLS, &mut t),
-                2 => looped(rt, CALLS, || async {
-                    black_box(ours.clone().oneshot(()).await.unwrap());
-                }),
-                3 => looped(rt, CALLS, || async {
-                    black_box(theirs.clone().oneshot(()).await.unwrap());
-                }),
+                2 => looped(rt, CALLS, || once_cloned(&ours)),
+                3 => looped(rt, CALLS, || once_cloned(&theirs)),
                 _ => looped_on(rt, CALLS, &mut bare),
             };
             seen[i].push(ns(d));
