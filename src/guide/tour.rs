@@ -1,9 +1,9 @@
-//! The tour: eight acts on real loopback HTTP, and what each one shows.
+//! The tour: nine acts on real loopback HTTP, and what each one shows.
 //!
 //! # Run it
 //!
 //! ```sh
-//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics and retries within the budget on real loopback HTTP (axum + reqwest); about 5 s, after a first build of under 90 s
+//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget and a rate limit both ways on real loopback HTTP (axum + reqwest); about 5 s, after a first build of under 90 s
 //! cargo run --example tour --features tokio,tower,metrics
 //! # ... and act 7, one limit across processes on Redis (rustc 1.88, redis-server on PATH)
 //! cargo run --example tour --features tokio,tower,metrics,redis
@@ -177,3 +177,38 @@
 //!   + 535 ms  the same 30 calls in a loop that retries 3 times, no delay, no budget: 120 requests reached search
 //!   -> the budget let 2 of 30 failing calls retry and then stopped: 32 requests for 30 calls, where the loop sent 120; breaker closed (33 failures of 34 calls, it judges after 50)
 //! ```
+//!
+//! **Act 9: a rate limit, both ways** ([`RateLimiter`](crate::rate::RateLimiter)
+//! and [`RateLimitLayer`](crate::tower::RateLimitLayer)), on a server of its
+//! own, at 50 requests a second with a burst of 10. Outbound, a client
+//! behind `RateLimitLayer::new(limiter).max_wait(2 s)` sends 30 requests at
+//! once, each through its own clone of the service (no `Buffer`: the clones
+//! share the limiter); the server records when each arrived. The burst
+//! reaches it at once, then one request every 20 ms, and by every instant
+//! no more than the GCRA bound `burst + elapsed / T` has arrived. Inbound,
+//! `GET /search` sits behind a fail-fast `RateLimitLayer` on the same
+//! quota, a refusal answered `429` with `Retry-After` (the limiter's exact
+//! hint, rounded up to whole seconds) by axum's `HandleErrorLayer`; 25
+//! requests at once get the burst's 10 answers, the handler running only
+//! for those. The client's connections are opened first, so the act counts
+//! the limiter's time, not TCP handshakes'; the counts are the limiter's,
+//! the milliseconds measured (a burst slower than 20 ms to arrive earns one
+//! more cell). About half a second:
+//!
+//! ```text
+//! == Act 9: a rate limit — a client held to 50/s with a burst of 10, and inbound shedding with 429 + Retry-After
+//!   by  10 ms: 10 requests had reached the server (bound: 10 + 10 ms / 20 ms = 10)
+//!   by 100 ms: 14 requests had reached the server (bound: 10 + 100 ms / 20 ms = 15)
+//!   by 200 ms: 19 requests had reached the server (bound: 10 + 200 ms / 20 ms = 20)
+//!   by 300 ms: 24 requests had reached the server (bound: 10 + 300 ms / 20 ms = 25)
+//!   by 400 ms: 29 requests had reached the server (bound: 10 + 400 ms / 20 ms = 30)
+//!   by 500 ms: 30 requests had reached the server (bound: 10 + 500 ms / 20 ms = 35)
+//!   -> 30 of 30 answered, the last reached the server at 402 ms: the burst at once, then one every 20 ms (20 waited for their cell, 0 refused); arrivals over the bound at their own instant: 0
+//!
+//!   -> 10 x 200, 15 x 429 with Retry-After: 1 (the limiter's hint, at most 20 ms, in whole seconds rounded up); the handler ran 10 times; limiter "search": admitted 10, refused 15
+//! ```
+//!
+//! (The cell due at 100 ms reaches the server a moment after it, hence 14,
+//! not 15, by 100 ms.) `tests/tour_http.rs` runs the same act on a
+//! `ManualClock`: 10 at once, then exactly 5 per 100 ms advanced; 10 answers
+//! and 15 × `429` inbound.

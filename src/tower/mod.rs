@@ -3,8 +3,9 @@
 //! Inbound load shedding — a limit on the requests in flight, a short wait
 //! for a slot, and a quick 503 with `Retry-After` when none came free, which
 //! serves everyone better than slow answers to all: the refused clients
-//! retry later or degrade, the admitted ones are answered in time — and the
-//! breaker and the whole [`Policy`] around any tower service:
+//! retry later or degrade, the admitted ones are answered in time — a rate
+//! limit, inbound (429 + `Retry-After`) or outbound (wait up to a deadline),
+//! and the breaker and the whole [`Policy`] around any tower service:
 //!
 //! | layer | service | refusal |
 //! |---|---|---|
@@ -13,13 +14,18 @@
 //! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
 //! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
 //! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
+//! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
 //!
-//! None of them takes a permit in `poll_ready`: readiness is the inner
-//! service's. A permit is taken per call and travels with the response
-//! future; it is given back when that future completes or is dropped.
+//! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
+//! readiness is the inner service's. A permit is taken per call and travels
+//! with the response future; it is given back when that future completes or
+//! is dropped. A cell is taken (or reserved) per call too, and spent: the
+//! rate layer's services share their limiter, so they are `Clone` and need
+//! no `Buffer` ([why in `call`](RateLimitLayer#cells-are-taken-in-call-not-in-poll_ready)).
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`BreakerFuture`], [`PolicyFuture`] and [`IdempotentPolicyFuture`], and
+//! [`BreakerFuture`], [`PolicyFuture`], [`IdempotentPolicyFuture`],
+//! [`RateLimitFuture`] and [`RateLimitWaitFuture`], and
 //! a call allocates nothing, a wait for a slot included (the future holds
 //! its queue node). All are `Send` when the inner service and its future
 //! are (and the request, for the retrying one).
@@ -58,13 +64,14 @@
 //! [`policy::Error`]: crate::policy::Error
 
 // One file per layer family (its layer, service, response future and
-// error); a new family, a rate limit say, gets a file of its own. The
-// classifier that several families take is in `classify`.
+// error); a new family gets a file of its own. The classifier that several
+// families take is in `classify`.
 mod adaptive;
 mod breaker;
 mod bulkhead;
 mod classify;
 mod policy;
+mod rate;
 mod retry;
 
 pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
@@ -74,4 +81,7 @@ pub use bulkhead::{
 };
 pub use classify::{Classify, ErrIsFailure};
 pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
+pub use rate::{
+    RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
+};
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};
