@@ -310,3 +310,75 @@ async fn outbound_requests_that_cannot_conform_within_the_max_wait_are_refused_a
     .await
     .expect("test hung");
 }
+
+/// A limit per client, keyed by a request header: each client gets its own
+/// burst, a client over its limit is answered 429 while the others are
+/// served, and a new client finding its part of the table held by live
+/// clients is answered 429 too (the table never grows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_layer_limits_each_client_on_its_own_and_never_grows() {
+    use axum::extract::Request;
+    use watertight::rate::KeyedRateLimiter;
+
+    let clock = Arc::new(ManualClock::new());
+    // One set of 8 slots: the ninth live client finds no slot.
+    let per_client: Arc<KeyedRateLimiter<String, _, 1>> = Arc::new(KeyedRateLimiter::new(
+        "search",
+        Quota::per_second(10).burst(3),
+        clock.clone(),
+    ));
+    let client_of = |req: &Request| {
+        req.headers()
+            .get("x-client")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("anonymous")
+            .to_owned()
+    };
+    let hits = Hits::new();
+    let route = get(search).route_layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(too_many))
+            .layer(RateLimitLayer::keyed(per_client.clone(), client_of)),
+    );
+    let app = Router::new()
+        .route("/search", route)
+        .with_state(hits.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/search", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let http = client();
+    let get_as = |who: String| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let resp = http.get(url).header("x-client", who).send().await.unwrap();
+            resp.status().as_u16()
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        // 8 clients, 5 requests each: each gets its burst of 3.
+        let mut statuses = Vec::new();
+        for c in 0..8 {
+            for _ in 0..5 {
+                statuses.push((c, get_as(format!("client-{c}")).await));
+            }
+        }
+        for c in 0..8 {
+            let ok = statuses.iter().filter(|s| s.0 == c && s.1 == 200).count();
+            let shed = statuses.iter().filter(|s| s.0 == c && s.1 == 429).count();
+            assert_eq!((ok, shed), (3, 2), "client-{c}");
+        }
+        assert_eq!(hits.count(), 24);
+        // A ninth client while all eight are live: no slot, refused.
+        assert_eq!(get_as("client-8".into()).await, 429);
+        assert_eq!(per_client.metrics().full, 1);
+        // Once the others' limits have refilled they are stale: the ninth
+        // takes a slot, and the table still holds at most 8 keys.
+        clock.advance(Duration::from_millis(300));
+        assert_eq!(get_as("client-8".into()).await, 200);
+        assert_eq!(hits.count(), 25);
+        assert!(per_client.metrics().keys_live <= 8);
+    })
+    .await
+    .unwrap();
+}

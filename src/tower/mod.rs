@@ -82,6 +82,6 @@ pub use bulkhead::{
 pub use classify::{Classify, ErrIsFailure};
 pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
 pub use rate::{
-    RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
+    Keyed, RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
 };
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};

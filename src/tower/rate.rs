@@ -5,6 +5,7 @@
 use alloc::sync::Arc;
 use core::fmt;
 use core::future::Future;
+use core::hash::{BuildHasher, Hash};
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -15,7 +16,7 @@ use tower_service::Service;
 
 use super::bulkhead::{FailFast, MaxWait};
 use crate::clock::{Clock, Instant, Timer};
-use crate::rate::{Begin, RateError, RateLimiter};
+use crate::rate::{Begin, KeyedError, KeyedRateLimiter, RateError, RateLimiter};
 
 /// The error of a [`RateLimitService`]: the limiter refused the request, or
 /// the inner service failed.
@@ -51,6 +52,13 @@ pub enum RateLimitError<E> {
         /// The quota's burst.
         burst: u32,
     },
+    /// A keyed layer's new key found its set of the table held by live
+    /// keys (see [`KeyedError::Full`]): the inner service was not called.
+    /// Answer 429 (or 503) with `Retry-After`, as for `Limited`.
+    TableFull {
+        /// How long until a slot of the key's set frees.
+        retry_after: Duration,
+    },
     /// The inner service's own error.
     Inner(E),
 }
@@ -70,7 +78,9 @@ impl<E> RateLimitError<E> {
     /// ```
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
-            RateLimitError::Limited { retry_after } => Some(*retry_after),
+            RateLimitError::Limited { retry_after } | RateLimitError::TableFull { retry_after } => {
+                Some(*retry_after)
+            }
             _ => None,
         }
     }
@@ -109,6 +119,13 @@ impl<E> RateLimitError<E> {
         }
     }
 
+    fn refused_keyed(why: KeyedError) -> Self {
+        match why {
+            KeyedError::Rate(why) => Self::refused(why),
+            KeyedError::Full { retry_after, .. } => RateLimitError::TableFull { retry_after },
+        }
+    }
+
     fn refused(why: RateError) -> Self {
         match why {
             RateError::Limited { retry_after, .. } => RateLimitError::Limited { retry_after },
@@ -129,6 +146,9 @@ impl<E: fmt::Display> fmt::Display for RateLimitError<E> {
                 f,
                 "each request takes {requested} cells but the rate limit's burst is {burst}"
             ),
+            RateLimitError::TableFull { retry_after } => {
+                write!(f, "rate limit table full: retry after {retry_after:?}")
+            }
             RateLimitError::Inner(e) => fmt::Display::fmt(e, f),
         }
     }
@@ -237,12 +257,12 @@ impl<E: core::error::Error + 'static> core::error::Error for RateLimitError<E> {
 /// # Keyed limits
 ///
 /// The layer and the service are generic over `L`, where the cells come
-/// from: today `Arc<RateLimiter<C>>`, one limit for every request. A limit
-/// per client (`RateLimitLayer::keyed(limiter, |req| key)`, on a keyed
-/// limiter with a bounded table) is another `L` with its own `Service`
-/// impl: the modes, the error and [`RateLimitFuture`] stay as they are, and
-/// [`RateLimitError`] is `#[non_exhaustive]` for the refusals such a table
-/// adds.
+/// from: `Arc<RateLimiter<C>>`, one limit for every request, or
+/// [`Keyed`], a limit per client, API key or device:
+/// [`RateLimitLayer::keyed`] takes a [`KeyedRateLimiter`] (a bounded table)
+/// and a function of the request that names its key. A keyed layer fails
+/// fast only (a keyed limiter has no waits); a new key whose part of the
+/// table is held by live keys is [`RateLimitError::TableFull`].
 ///
 /// # Examples
 ///
@@ -306,6 +326,106 @@ impl<C> RateLimitLayer<Arc<RateLimiter<C>>> {
     pub fn new(limiter: Arc<RateLimiter<C>>) -> Self {
         RateLimitLayer {
             limiter,
+            mode: FailFast,
+            cells: 1,
+        }
+    }
+}
+
+/// Where a keyed [`RateLimitLayer`]'s cells come from: a
+/// [`KeyedRateLimiter`] and the function that names a request's key. Made
+/// by [`RateLimitLayer::keyed`]; `Clone` when the function is (the limiter
+/// is shared through its `Arc`).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use watertight::clock::ManualClock;
+/// use watertight::rate::{KeyedRateLimiter, Quota};
+/// use watertight::tower::RateLimitLayer;
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let per_client: Arc<KeyedRateLimiter<u32, _, 16>> =
+///     Arc::new(KeyedRateLimiter::new("api", Quota::per_second(5), clock));
+/// let layer = RateLimitLayer::keyed(per_client, |req: &(u32, &str)| req.0);
+/// assert_eq!(layer.limiter().limiter().capacity(), 16 * 8);
+/// ```
+#[derive(Clone)]
+pub struct Keyed<L, F> {
+    limiter: L,
+    key: F,
+}
+
+impl<L, F> Keyed<L, F> {
+    /// The keyed limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::rate::{KeyedRateLimiter, Quota};
+    /// use watertight::tower::RateLimitLayer;
+    ///
+    /// let clock = Arc::new(ManualClock::new());
+    /// let limiter: Arc<KeyedRateLimiter<u8, _, 1>> =
+    ///     Arc::new(KeyedRateLimiter::new("devices", Quota::per_minute(10), clock));
+    /// let layer = RateLimitLayer::keyed(limiter.clone(), |device: &u8| *device);
+    /// assert!(Arc::ptr_eq(layer.limiter().limiter(), &limiter));
+    /// ```
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+}
+
+impl<L: fmt::Debug, F> fmt::Debug for Keyed<L, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyed")
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, C, const SETS: usize, H, F> RateLimitLayer<Keyed<Arc<KeyedRateLimiter<K, C, SETS, H>>, F>> {
+    /// A limit per key, failing fast: `key` names each request's key (its
+    /// client address, API key or device id), and the request takes its
+    /// cells from that key's limit in `limiter`. Refused at once with
+    /// [`RateLimitError::Limited`] (the key's own limit) or
+    /// [`RateLimitError::TableFull`] (a new key and no slot for it), both
+    /// with their exact `retry_after`. The service is `Clone` when `key`
+    /// is, and every clone shares the table.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::Arc;
+    /// use core::time::Duration;
+    /// use tower::{Layer, ServiceExt};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::rate::{KeyedRateLimiter, Quota};
+    /// use watertight::tower::{RateLimitError, RateLimitLayer};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = Arc::new(ManualClock::new());
+    /// let per_client: Arc<KeyedRateLimiter<&'static str, _, 4>> =
+    ///     Arc::new(KeyedRateLimiter::new("api", Quota::per_second(10).burst(1), clock));
+    /// // Requests are (client, body); the client is the key.
+    /// let svc = RateLimitLayer::keyed(per_client, |req: &(&'static str, u32)| req.0)
+    ///     .layer(tower::service_fn(|(_, n): (&str, u32)| async move { Ok::<_, Infallible>(n) }));
+    ///
+    /// assert_eq!(svc.clone().oneshot(("ana", 1)).await, Ok(1));
+    /// assert_eq!(
+    ///     svc.clone().oneshot(("ana", 2)).await,
+    ///     Err(RateLimitError::Limited { retry_after: Duration::from_millis(100) })
+    /// );
+    /// assert_eq!(svc.oneshot(("bo", 3)).await, Ok(3)); // a limit of its own
+    /// # });
+    /// ```
+    pub fn keyed(limiter: Arc<KeyedRateLimiter<K, C, SETS, H>>, key: F) -> Self {
+        RateLimitLayer {
+            limiter: Keyed { limiter, key },
             mode: FailFast,
             cells: 1,
         }
@@ -566,7 +686,9 @@ where
             Ok(()) => FastState::Running {
                 fut: self.inner.call(req),
             },
-            Err(why) => FastState::Refused { why: Some(why) },
+            Err(why) => FastState::Refused {
+                why: Some(KeyedError::Rate(why)),
+            },
         };
         RateLimitFuture { state }
     }
@@ -576,7 +698,8 @@ pin_project! {
     #[project = FastProj]
     enum FastState<F> {
         Running { #[pin] fut: F },
-        Refused { why: Option<RateError> },
+        // A keyed refusal, or an unkeyed one as `KeyedError::Rate`.
+        Refused { why: Option<KeyedError> },
     }
 }
 
@@ -640,10 +763,39 @@ where
         match self.project().state.project() {
             FastProj::Running { fut } => fut.poll(cx).map_err(RateLimitError::Inner),
             FastProj::Refused { why } => match why.take() {
-                Some(why) => Poll::Ready(Err(RateLimitError::refused(why))),
+                Some(why) => Poll::Ready(Err(RateLimitError::refused_keyed(why))),
                 None => Poll::Pending, // polled after completion
             },
         }
+    }
+}
+
+impl<S, K, C, const SETS: usize, H, F, Req> Service<Req>
+    for RateLimitService<S, Keyed<Arc<KeyedRateLimiter<K, C, SETS, H>>, F>, FailFast>
+where
+    S: Service<Req>,
+    K: Hash + Eq + Clone,
+    C: Clock,
+    H: BuildHasher,
+    F: Fn(&Req) -> K,
+{
+    type Response = S::Response;
+    type Error = RateLimitError<S::Error>;
+    type Future = RateLimitFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(RateLimitError::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let key = (self.limiter.key)(&req);
+        let state = match self.limiter.limiter.check_key_n(&key, self.cells) {
+            Ok(()) => FastState::Running {
+                fut: self.inner.call(req),
+            },
+            Err(why) => FastState::Refused { why: Some(why) },
+        };
+        RateLimitFuture { state }
     }
 }
 
