@@ -27,32 +27,27 @@ use criterion::Criterion;
 use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
 use watertight::rate::{FnvState, KeyedRateLimiter, Quota, RateLimiter};
 
-/// The clock governor reads by default, `quanta::Clock::now()` (the TSC,
-/// scaled), as one of ours: ours on it against governor compares the
-/// limiters alone, each paying the same clock read.
+/// The clock governor reads by default, read the way governor's
+/// `QuantaClock::now` reads it (`delta_as_nanos(0, raw())`: the TSC, scaled,
+/// no `Duration` in between), as one of ours: ours on it against governor
+/// compares the limiters alone, each paying the same clock read.
 #[derive(Clone)]
 struct QuantaNow {
     clock: quanta::Clock,
-    origin: quanta::Instant,
 }
 
 impl QuantaNow {
     fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let origin = clock.now();
-        QuantaNow { clock, origin }
+        QuantaNow {
+            clock: quanta::Clock::new(),
+        }
     }
 }
 
 impl Clock for QuantaNow {
     #[inline]
     fn now(&self) -> WtInstant {
-        let d = self.clock.now().saturating_duration_since(self.origin);
-        WtInstant::from_nanos(
-            d.as_secs()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(u64::from(d.subsec_nanos())),
-        )
+        WtInstant::from_nanos(self.clock.delta_as_nanos(0, self.clock.raw()))
     }
 }
 

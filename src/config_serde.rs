@@ -82,7 +82,7 @@
 //! `rate_` prefix (`RATE_CELLS=100`, `RATE_PERIOD=1m`: environment
 //! variables), not both; without either the policy has no rate limit.
 //! Three keys rather than one `"50/s"` string: each is one typed value with
-//! its own error (zero cells, a zero burst, a zero period or one above 584
+//! its own error (zero cells, a zero burst, a zero period or one above 146
 //! years are refused naming `rate_cells`, `rate_burst`, `rate_period`), the
 //! period takes every duration the other keys take (`"1m"`, `"2.5s"`), and
 //! the flat form follows the `cb_` and `retry_` keys. A request for more
@@ -625,7 +625,7 @@ fn quota_error<E: de::Error>(prefix: &str, e: QuotaError) -> E {
 /// | key | unit | default |
 /// |---|---|---|
 /// | `cells` | cells per period (at least 1) | required |
-/// | `period` | duration (above zero, at most 584 years) | 1 s |
+/// | `period` | duration (above zero, at most 146 years) | 1 s |
 /// | `burst` | cells taken at once (at least 1) | `cells` |
 ///
 /// A duration is a number of seconds or a string with a unit (`"1m"`,

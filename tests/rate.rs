@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::Task;
 use watertight::clock::{Clock, Instant, ManualClock};
-use watertight::rate::{Quota, QuotaError, RateError, RateLimiter};
+use watertight::rate::{Quota, QuotaError, RateError, RateLimiter, HORIZON};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -149,11 +149,25 @@ fn quota_errors() {
             interval: Duration::from_secs(3600)
         })
     );
-    // The largest period that fits, and a rate of one cell per nanosecond.
-    let longest = Duration::from_nanos(u64::MAX);
+    // The largest period that fits (the schedule's horizon), and a rate of
+    // one cell per nanosecond.
+    let longest = HORIZON.since_origin();
     assert_eq!(
         Quota::try_new(1, longest).unwrap().emission_interval(),
         longest
+    );
+    assert_eq!(
+        Quota::try_new(1, longest + Duration::from_nanos(1)),
+        Err(QuotaError::PeriodTooLong)
+    );
+    assert_eq!(
+        // Two cells: T rounds up to 2^61 ns, and the default burst of 2
+        // reaches 2^62, one past the horizon.
+        Quota::try_new(2, longest),
+        Err(QuotaError::BurstTooLong {
+            burst: 2,
+            interval: (longest + Duration::from_nanos(1)) / 2
+        })
     );
     assert_eq!(
         Quota::new(u32::MAX, s).emission_interval(),
@@ -178,21 +192,24 @@ impl Clock for Rewind {
 
 #[test]
 fn end_of_time_and_backwards_clocks() {
-    // At the end of time: the cells that fit are admitted, then nothing more,
-    // with no overflow and no panic.
-    let clock = Rewind(Cell::new(u64::MAX - 250));
+    // At the schedule's horizon: the cells that fit are admitted, then
+    // nothing more, with no overflow and no panic; past it (up to the
+    // clock's end of time) nothing conforms.
+    let h = HORIZON.as_nanos();
+    let never = |now: u64| limited(Duration::from_nanos(u64::MAX - now), Instant::MAX);
+    let clock = Rewind(Cell::new(h - 250));
     let r = RateLimiter::new("end", Quota::per_second(10).burst(3), &clock);
-    // T = 100 ms: the first cell moves the TAT to MAX - 250 + 100 ms, past MAX.
-    assert_eq!(
-        r.check(),
-        Err(limited(Duration::from_nanos(250), Instant::MAX))
-    );
+    // T = 100 ms: the first cell moves the TAT to h - 250 + 100 ms, past h.
+    assert_eq!(r.check(), Err(never(h - 250)));
+    clock.0.set(h + 1);
+    assert_eq!(r.check(), Err(never(h + 1)));
     clock.0.set(u64::MAX);
     assert_eq!(r.check(), Err(limited(Duration::ZERO, Instant::MAX)));
     assert_eq!(r.check_n(3), Err(limited(Duration::ZERO, Instant::MAX)));
+    assert_eq!(r.metrics().admitted, 0);
 
-    // One nanosecond per cell fits right up to the end.
-    let clock = Rewind(Cell::new(u64::MAX - 2));
+    // One nanosecond per cell fits right up to the horizon.
+    let clock = Rewind(Cell::new(h - 2));
     let r = RateLimiter::new(
         "ns",
         Quota::new(1, Duration::from_nanos(1)).burst(2),
@@ -200,10 +217,8 @@ fn end_of_time_and_backwards_clocks() {
     );
     r.check().unwrap();
     r.check().unwrap();
-    assert_eq!(
-        r.check(),
-        Err(limited(Duration::from_nanos(2), Instant::MAX))
-    );
+    assert_eq!(r.check(), Err(never(h - 2)));
+    assert_eq!(r.metrics().admitted, 2);
 
     // A clock that runs backwards finds the schedule further ahead: it is
     // refused more, never admitted more, and the hint counts from its now.
@@ -369,4 +384,42 @@ fn a_static_limiter_and_debug() {
     assert!(format!("{wait:?}").contains("state: \"start\""));
     let m = LIMIT.metrics();
     assert_eq!((m.name, m.admitted), ("static", 1));
+}
+
+/// The admission counter rides in the TAT's word (two bits, carried into a
+/// counter every fourth admission): four threads admitting at once, with a
+/// reader taking snapshots meanwhile, end with every admission counted
+/// once, and no snapshot ever reports less than the one before it.
+#[test]
+#[cfg_attr(miri, ignore = "40 000 checks on 4 threads: minutes under Miri")]
+fn the_admission_count_is_exact_and_never_goes_back() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let r = RateLimiter::new("wide", Quota::per_second(u32::MAX), ManualClock::new());
+    let done = AtomicBool::new(false);
+    let admitted = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut last = 0;
+            let mut reads = 0u32;
+            while !done.load(SeqCst) || reads == 0 {
+                let m = r.metrics().admitted;
+                assert!(m >= last, "snapshot went back from {last} to {m}");
+                last = m;
+                reads += 1;
+            }
+        });
+        let workers: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| (0..10_000).filter(|_| r.check().is_ok()).count()))
+            .collect();
+        let admitted: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        done.store(true, SeqCst);
+        reader.join().unwrap();
+        admitted
+    });
+    // The clock stands still: a burst of u32::MAX admits all of them.
+    assert_eq!(admitted, 40_000);
+    let m = r.metrics();
+    assert_eq!(
+        (m.admitted, m.admitted_cells, m.refused),
+        (40_000, 40_000, 0)
+    );
 }

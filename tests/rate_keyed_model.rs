@@ -66,7 +66,12 @@ fn key(i: u8) -> u64 {
     u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// `Instant::MAX`: the deadline of a wait without one, and the `ready_at`
+/// of a request that never conforms.
 const END: u128 = u64::MAX as u128;
+/// The last nanosecond a schedule reaches (`watertight::rate::HORIZON`,
+/// 2^62 - 1): a request ending past it never conforms.
+const HORIZON: u128 = (1 << 62) - 1;
 
 #[derive(Default, Debug, PartialEq, Eq, Clone, Copy)]
 struct Counters {
@@ -123,7 +128,7 @@ impl Reference {
         // A key not in the table starts from now.
         let tat = known.map_or(now, |i| self.sets[s][i].1);
         let end = tat.max(now) + inc;
-        if end > END {
+        if end > HORIZON {
             return Err(self.limited(now, END));
         }
         let at = end.saturating_sub(self.tolerance);

@@ -872,21 +872,21 @@ fn bad_quotas_are_refused_naming_the_field() {
         "period",
         "must not be zero",
     );
-    // Above u64::MAX nanoseconds (584 years): absurd.
+    // Above the schedule's horizon (2^62 - 1 ns, 146 years): absurd.
     assert_names(
         quota(vec![("cells", V::U(5)), ("period", V::S("6000000h"))]),
         "period",
-        "584 years",
+        "146 years",
     );
-    // One cell per 500 years with a burst of a billion: burst × T overflows.
+    // One cell per 100 years with a burst of 2: burst × T is past the horizon.
     assert_names(
         quota(vec![
             ("cells", V::U(1)),
-            ("period", V::S("4380000h")),
-            ("burst", V::U(1_000_000_000)),
+            ("period", V::S("876000h")),
+            ("burst", V::U(2)),
         ]),
         "burst",
-        "exceeds u64::MAX ns",
+        "exceeds 146 years",
     );
     assert_names(quota(vec![("cells", V::I(-1))]), "cells", "negative");
     assert_names(

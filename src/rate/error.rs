@@ -37,10 +37,10 @@ pub enum RateError {
     /// from the time the limiter read (exact: a request for the same cells
     /// at `ready_at` is admitted if nothing else took cells in between).
     ///
-    /// A request that would carry the limiter's schedule past
-    /// [`Instant::MAX`] (the clock's end of time, 584 years of
-    /// nanoseconds) never conforms: it is refused with `ready_at` at
-    /// `Instant::MAX`.
+    /// A request that would carry the limiter's schedule past its
+    /// [`HORIZON`](super::HORIZON) (`2^62 − 1` ns, about 146 years after the
+    /// clock's origin) never conforms: it is refused with `ready_at` at
+    /// [`Instant::MAX`].
     Limited {
         /// How long from now until the cells conform.
         retry_after: Duration,
@@ -127,10 +127,11 @@ pub enum QuotaError {
     ZeroBurst,
     /// A period of zero is no rate.
     ZeroPeriod,
-    /// The period is longer than `u64::MAX` nanoseconds (584 years).
+    /// The period is longer than `2^62 − 1` nanoseconds (about 146 years,
+    /// the schedule's [`HORIZON`](super::HORIZON)).
     PeriodTooLong,
     /// `burst × T` (how far ahead of the schedule a caller may run) is longer
-    /// than `u64::MAX` nanoseconds.
+    /// than `2^62 − 1` nanoseconds (about 146 years).
     BurstTooLong {
         /// The burst asked for.
         burst: u32,
@@ -147,10 +148,10 @@ impl QuotaError {
             QuotaError::ZeroBurst => panic!("a rate limit's burst must be at least 1"),
             QuotaError::ZeroPeriod => panic!("a rate limit's period must not be zero"),
             QuotaError::PeriodTooLong => {
-                panic!("a rate limit's period must not exceed u64::MAX nanoseconds")
+                panic!("a rate limit's period must not exceed 2^62 - 1 nanoseconds")
             }
             QuotaError::BurstTooLong { .. } => {
-                panic!("a rate limit's burst × interval must not exceed u64::MAX nanoseconds")
+                panic!("a rate limit's burst × interval must not exceed 2^62 - 1 nanoseconds")
             }
         }
     }
@@ -165,11 +166,11 @@ impl fmt::Display for QuotaError {
             QuotaError::ZeroBurst => f.write_str("a rate limit's burst must be at least 1"),
             QuotaError::ZeroPeriod => f.write_str("a rate limit's period must not be zero"),
             QuotaError::PeriodTooLong => {
-                f.write_str("a rate limit's period must not exceed 584 years (u64::MAX ns)")
+                f.write_str("a rate limit's period must not exceed 146 years (2^62 - 1 ns)")
             }
             QuotaError::BurstTooLong { burst, interval } => write!(
                 f,
-                "a rate limit's burst of {burst} cells {interval:?} apart exceeds u64::MAX ns"
+                "a rate limit's burst of {burst} cells {interval:?} apart exceeds 146 years (2^62 - 1 ns)"
             ),
         }
     }

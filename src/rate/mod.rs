@@ -46,7 +46,10 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Clock, Instant, Timer};
-use crate::sync::{const_fn, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use crate::sync::{
+    const_fn, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 mod error;
 mod gcra;
@@ -62,6 +65,62 @@ pub use quota::Quota;
 pub use wait::{AcquireTimeout, AcquireUntil, UntilReady};
 
 use gcra::Slot;
+
+/// The last instant a limiter's schedule reaches: `2^62 − 1` nanoseconds,
+/// about 146 years after its clock's origin (the first read in the process
+/// for the std clocks, boot for embassy, zero for a new `ManualClock`).
+/// A request whose cells would end past it never conforms (it is refused
+/// with `ready_at` at [`Instant::MAX`]), and a [`Quota`] whose period or
+/// `burst × T` is longer is refused when it is made.
+///
+/// The word that holds the schedule keeps the low bits of the admission
+/// counter under it (see [`RateLimiter`]'s Counters); that is what the two
+/// bits above the horizon buy.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, ManualClock};
+/// use watertight::rate::{Quota, RateLimiter, HORIZON};
+///
+/// assert_eq!(HORIZON.since_origin(), Duration::from_nanos((1 << 62) - 1));
+/// let clock = ManualClock::new();
+/// let r = RateLimiter::new("api", Quota::per_second(1), &clock);
+/// clock.set(HORIZON);
+/// assert!(r.check().is_err()); // its cell would end after the horizon
+/// ```
+pub const HORIZON: Instant = Instant::from_nanos(gcra::HORIZON_NANOS);
+
+/// Bits of the admission counter kept in the word, under the TAT. Two on
+/// every target (the TAT keeps 62, up to [`HORIZON`]); one under loom, so
+/// that its models reach a wrap in a few admissions.
+#[cfg(not(loom))]
+const COUNT_BITS: u32 = 2;
+#[cfg(loom)]
+const COUNT_BITS: u32 = 1;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// What one wrap of the word's count carries.
+const COUNT_PERIOD: usize = 1 << COUNT_BITS;
+const _: () = assert!(gcra::HORIZON_NANOS <= u64::MAX >> COUNT_BITS);
+
+/// The TAT a word holds.
+#[inline(always)]
+const fn tat_of(w: u64) -> u64 {
+    w >> COUNT_BITS
+}
+
+/// `w` with its TAT set to `tat` (at most the horizon), its count kept.
+#[inline(always)]
+const fn with_tat(w: u64, tat: u64) -> u64 {
+    (tat << COUNT_BITS) | (w & COUNT_MASK)
+}
+
+/// `w` after an admission that moved the TAT to `tat`: one more in the count.
+#[inline(always)]
+const fn admitted_word(w: u64, tat: u64) -> u64 {
+    (tat << COUNT_BITS) | (w.wrapping_add(1) & COUNT_MASK)
+}
 
 /// A GCRA rate limit for one external system: `cells` per period, with a
 /// burst, on any [`Clock`]; lock-free, `no_std`, no allocation.
@@ -97,8 +156,10 @@ use gcra::Slot;
 ///
 /// # The state: one word, one compare-and-swap
 ///
-/// The TAT is an [`AtomicU64`](core::sync::atomic::AtomicU64) of the clock's
-/// nanoseconds, taken from the crate's `sync` module (portable-atomic). An
+/// The TAT is kept in an [`AtomicU64`](core::sync::atomic::AtomicU64) of the
+/// clock's nanoseconds, taken from the crate's `sync` module
+/// (portable-atomic): its upper 62 bits, with the low 2 bits of the
+/// admission counter under it (see [Counters](Self#counters)). An
 /// admission is one compare-and-swap (retried only if another caller
 /// changed the word in between); a refusal loads the word and writes
 /// nothing to it (it counts itself in a counter on another cache line). On
@@ -111,10 +172,11 @@ use gcra::Slot;
 /// All arithmetic saturates or is checked: nothing panics or overflows for
 /// a clock at [`Instant::MAX`] or one that goes backwards (a backwards
 /// clock only finds the schedule further ahead of it, so it is refused more,
-/// never admitted more). A request whose new TAT would not fit in `u64`
-/// nanoseconds (within `k·T` of the end of a clock's 584 years) never
-/// conforms: it is refused with `ready_at == Instant::MAX`, so the quota
-/// holds to the end of time rather than overflowing.
+/// never admitted more). A request whose new TAT would be past the
+/// schedule's [`HORIZON`] (`2^62 − 1` ns, about 146 years after the
+/// clock's origin) never conforms: it is refused with
+/// `ready_at == Instant::MAX`, so the quota holds to the end of time rather
+/// than overflowing.
 ///
 /// # Waiting without a queue
 ///
@@ -169,11 +231,18 @@ use gcra::Slot;
 ///
 /// [`metrics`](Self::metrics) returns admitted calls and cells, refused,
 /// waited (admissions that had to wait), cancelled waits and waiting now.
-/// What the hot path pays: an admission adds one to a counter on the TAT's
-/// own cache line (its cells beyond the first go to a cold counter only
-/// when a request takes several); a refusal adds one on a cold line. All
-/// counters are relaxed and wrap at `usize::MAX`; `ExceedsBurst` and
-/// zero-cell requests are not counted.
+/// What the hot path pays: an admission counts itself in the same
+/// compare-and-swap that moves the TAT, in the word's two low bits (as the
+/// bulkhead counts its acquisitions in its state word); once in four
+/// admissions those bits wrap and the admitter adds 4 to a carry on the
+/// same cache line. Its cells beyond the first go to a cold counter only
+/// when a request takes several. A refusal adds one to a counter on a
+/// cold line: the one read-modify-write a refusal makes, which governor's
+/// (which counts nothing) does not. All counters are relaxed and wrap at
+/// `usize::MAX`; `ExceedsBurst` and zero-cell requests are not counted.
+/// `admitted` is the carry plus the word's bits, read in that order, so a
+/// snapshot taken while a wrap's carry is on its way can be up to a few
+/// admissions short; it never reports less than an earlier snapshot did.
 ///
 /// # Memory ordering
 ///
@@ -189,7 +258,10 @@ use gcra::Slot;
 /// value test above needs nothing more. A refusal's plain load may read a
 /// value an instant old; it is then a refusal of the state at that
 /// instant (the TAT only moves forward, except for a give-back, after which
-/// refusing is only more careful). The counters are `Relaxed` statistics;
+/// refusing is only more careful). The counters are `Relaxed` statistics
+/// but for the admission carry, added `Release` after a wrapping
+/// compare-and-swap and read `Acquire` before the word, so that a snapshot
+/// never counts a wrap twice;
 /// a [`metrics`](Self::metrics) snapshot is a set of separate reads.
 ///
 /// The loom models in `tests/loom.rs` (`rate`) check racing checks never
@@ -205,13 +277,20 @@ pub struct RateLimiter<C> {
 
 /// What every admission touches, on a cache line of its own (left unpadded
 /// on microcontrollers, `target_os = "none"`, which have no shared caches to
-/// protect): the TAT, the admitted counter and the quota it is read with.
+/// protect): the word (the TAT and the admission counter's low bits) and the
+/// quota it is read with.
 #[cfg_attr(not(target_os = "none"), repr(C, align(64)))]
 #[cfg_attr(target_os = "none", repr(C))]
 struct Hot {
-    tat: AtomicU64,
-    admitted: AtomicUsize,
+    word: AtomicU64,
     quota: Quota,
+    /// Admissions not in the word's low bits: a period for every wrap of
+    /// them (one admission in four, by the admitter that owns this line
+    /// already), and one for every wait served.
+    admitted_carry: AtomicUsize,
+    /// The most `metrics` has reported, so that it never goes back (see
+    /// `admitted`); written only by readers.
+    admitted_seen: AtomicUsize,
 }
 
 /// What refusals, multi-cell admissions, waits and readers touch.
@@ -296,9 +375,10 @@ impl<C> RateLimiter<C> {
         pub const fn new(name: &'static str, quota: Quota, clock: C) -> Self {
             RateLimiter {
                 hot: Hot {
-                    tat: AtomicU64::new(0),
-                    admitted: AtomicUsize::new(0),
+                    word: AtomicU64::new(0),
                     quota,
+                    admitted_carry: AtomicUsize::new(0),
+                    admitted_seen: AtomicUsize::new(0),
                 },
                 cold: Cold {
                     extra_cells: AtomicUsize::new(0),
@@ -401,7 +481,7 @@ impl<C> RateLimiter<C> {
     /// assert_eq!((m.admitted, m.refused, m.waited, m.cancelled), (1, 1, 0, 0));
     /// ```
     pub fn metrics(&self) -> RateMetrics {
-        let admitted = self.hot.admitted.load(Relaxed);
+        let admitted = self.admitted();
         RateMetrics {
             name: self.name,
             quota: self.hot.quota,
@@ -414,17 +494,52 @@ impl<C> RateLimiter<C> {
         }
     }
 
+    /// Admissions so far: the carry plus the word's low bits, never less
+    /// than a snapshot reported before.
+    ///
+    /// The carry is read first (`Acquire`, pairing with the `Release` add
+    /// that follows a wrapping compare-and-swap), so the word read after it
+    /// is at least as new as every wrap the carry already holds: the sum
+    /// is never too large. It can be too small, by a period for each wrap
+    /// whose carry is still on its way; `admitted_seen` keeps a later
+    /// snapshot from reporting less than an earlier one (compared modulo
+    /// the counter's wrap, so that it keeps counting after `usize::MAX`).
+    fn admitted(&self) -> usize {
+        let carry = self.hot.admitted_carry.load(Acquire);
+        let low = (self.hot.word.load(Relaxed) & COUNT_MASK) as usize;
+        let total = carry.wrapping_add(low);
+        let mut seen = self.hot.admitted_seen.load(Relaxed);
+        loop {
+            if (total.wrapping_sub(seen) as isize) <= 0 {
+                return seen;
+            }
+            match self
+                .hot
+                .admitted_seen
+                .compare_exchange_weak(seen, total, Relaxed, Relaxed)
+            {
+                Ok(_) => return total,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// After the compare-and-swap from `old` that admitted `n` cells: the
+    /// carry if the word's count wrapped, the cells beyond the first.
     #[inline(always)]
-    fn count_admitted(&self, n: u32) {
-        self.hot.admitted.fetch_add(1, Relaxed);
+    fn count_admitted(&self, old: u64, n: u32) {
+        if old & COUNT_MASK == COUNT_MASK {
+            self.hot.admitted_carry.fetch_add(COUNT_PERIOD, Release);
+        }
         if n > 1 {
             self.cold.extra_cells.fetch_add(n as usize - 1, Relaxed);
         }
     }
 
-    /// Counts a refusal and says when the cells would conform.
-    #[cold]
-    #[inline(never)]
+    /// Counts a refusal and says when the cells would conform. Inlined:
+    /// a refusal is as common as an admission when a client is shed, and
+    /// a call out of line cost it ~2.5 ns (a quarter) in `benches/rate.rs`.
+    #[inline(always)]
     fn refuse(&self, now: u64, slot: Option<Slot>) -> RateError {
         self.cold.refused.fetch_add(1, Relaxed);
         let at = match slot {
@@ -454,20 +569,21 @@ impl<C> RateLimiter<C> {
     #[inline(always)]
     fn take(&self, n: u32, inc: u64, now: u64) -> Result<(), RateError> {
         let tolerance = self.hot.quota.tolerance_nanos();
-        let mut tat = self.hot.tat.load(Relaxed);
+        let mut w = self.hot.word.load(Relaxed);
         loop {
-            match gcra::place(tat, now, inc, tolerance) {
+            match gcra::place(tat_of(w), now, inc, tolerance) {
                 Some(slot) if slot.at <= now => {
-                    match self
-                        .hot
-                        .tat
-                        .compare_exchange_weak(tat, slot.end, Relaxed, Relaxed)
-                    {
+                    match self.hot.word.compare_exchange_weak(
+                        w,
+                        admitted_word(w, slot.end),
+                        Relaxed,
+                        Relaxed,
+                    ) {
                         Ok(_) => {
-                            self.count_admitted(n);
+                            self.count_admitted(w, n);
                             return Ok(());
                         }
-                        Err(actual) => tat = actual,
+                        Err(actual) => w = actual,
                     }
                 }
                 other => return Err(self.refuse(now, other)),
@@ -557,27 +673,34 @@ impl<C: Clock> RateLimiter<C> {
         let inc = n as u64 * q.interval_nanos();
         let tolerance = q.tolerance_nanos();
         let now = self.clock.now().as_nanos();
-        let mut tat = self.hot.tat.load(Relaxed);
+        let mut w = self.hot.word.load(Relaxed);
         loop {
-            let slot = match gcra::place(tat, now, inc, tolerance) {
+            let slot = match gcra::place(tat_of(w), now, inc, tolerance) {
                 // Conforms now (even past the deadline), or by the deadline.
                 Some(slot) if slot.at <= now || slot.at <= deadline.as_nanos() => slot,
                 other => return Begin::Refused(self.refuse(now, other)),
             };
+            let now_ok = slot.at <= now;
+            // A reservation is counted when it is served (in the carry).
+            let next = if now_ok {
+                admitted_word(w, slot.end)
+            } else {
+                with_tat(w, slot.end)
+            };
             match self
                 .hot
-                .tat
-                .compare_exchange_weak(tat, slot.end, Relaxed, Relaxed)
+                .word
+                .compare_exchange_weak(w, next, Relaxed, Relaxed)
             {
-                Ok(_) if slot.at <= now => {
-                    self.count_admitted(n);
+                Ok(_) if now_ok => {
+                    self.count_admitted(w, n);
                     return Begin::Admitted;
                 }
                 Ok(_) => {
                     self.cold.waiting.fetch_add(1, Relaxed);
                     return Begin::Reserved(slot);
                 }
-                Err(actual) => tat = actual,
+                Err(actual) => w = actual,
             }
         }
     }
@@ -586,7 +709,10 @@ impl<C: Clock> RateLimiter<C> {
     pub(crate) fn served(&self, n: u32) {
         self.cold.waiting.fetch_sub(1, Relaxed);
         self.cold.waited.fetch_add(1, Relaxed);
-        self.count_admitted(n);
+        self.hot.admitted_carry.fetch_add(1, Release);
+        if n > 1 {
+            self.cold.extra_cells.fetch_add(n as usize - 1, Relaxed);
+        }
     }
 
     /// A reserved wait dropped: before its instant, its cells go back if its
@@ -596,13 +722,22 @@ impl<C: Clock> RateLimiter<C> {
         let now = self.clock.now().as_nanos();
         if now < slot.at {
             let inc = n as u64 * self.hot.quota.interval_nanos();
-            // One strong attempt: the TAT equals `end` exactly when nothing
-            // was scheduled after this reservation; otherwise the cells stay
-            // spent.
-            let _ = self
-                .hot
-                .tat
-                .compare_exchange(slot.end, slot.end - inc, Relaxed, Relaxed);
+            // The TAT equals `end` exactly when nothing was scheduled after
+            // this reservation; otherwise the cells stay spent. Retried only
+            // while the TAT still is `end` (a spurious failure; the count
+            // bits below it are kept as they are).
+            let mut w = self.hot.word.load(Relaxed);
+            while tat_of(w) == slot.end {
+                match self.hot.word.compare_exchange_weak(
+                    w,
+                    with_tat(w, slot.end - inc),
+                    Relaxed,
+                    Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => w = actual,
+                }
+            }
             self.cold.waiting.fetch_sub(1, Relaxed);
             self.cold.cancelled.fetch_add(1, Relaxed);
         } else {
@@ -761,7 +896,10 @@ impl<C> fmt::Debug for RateLimiter<C> {
         f.debug_struct("RateLimiter")
             .field("name", &self.name)
             .field("quota", &self.hot.quota)
-            .field("tat", &Instant::from_nanos(self.hot.tat.load(Relaxed)))
+            .field(
+                "tat",
+                &Instant::from_nanos(tat_of(self.hot.word.load(Relaxed))),
+            )
             .field("waiting", &self.waiting())
             .finish_non_exhaustive()
     }

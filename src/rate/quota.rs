@@ -3,6 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use super::gcra::HORIZON_NANOS;
 use super::QuotaError;
 use crate::clock::nanos;
 
@@ -27,8 +28,9 @@ use crate::clock::nanos;
 ///   asked one by less than one nanosecond per cell, which matters only
 ///   near 10⁹ cells a second (`Quota::new(u32::MAX, 1 s)` is one per ns).
 /// - **Validated once, here.** Zero cells, a zero burst, a zero period, a
-///   period above `u64::MAX` ns (584 years) and a burst whose `burst × T`
-///   does not fit in `u64` nanoseconds are refused: the `const fn`s panic
+///   period above `2^62 − 1` ns (about 146 years, the schedule's
+///   [`HORIZON`](super::HORIZON)) and a burst whose `burst × T` is longer
+///   than that are refused: the `const fn`s panic
 ///   (a compile-time error in a `static` or `const`), the `try_*` forms
 ///   return a [`QuotaError`]. A limiter built from a `Quota` never fails on
 ///   its configuration.
@@ -157,9 +159,9 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroCells`], [`QuotaError::ZeroPeriod`],
-    /// [`QuotaError::PeriodTooLong`] (above `u64::MAX` nanoseconds), or
-    /// [`QuotaError::BurstTooLong`] if `cells × T` does not fit in `u64`
-    /// nanoseconds.
+    /// [`QuotaError::PeriodTooLong`] (above `2^62 − 1` nanoseconds, about
+    /// 146 years: [`HORIZON`](super::HORIZON)), or
+    /// [`QuotaError::BurstTooLong`] if `cells × T` is longer than that.
     ///
     /// # Examples
     ///
@@ -178,8 +180,8 @@ impl Quota {
         }
         let period = match nanos::checked_from(period) {
             Some(0) => return Err(QuotaError::ZeroPeriod),
-            Some(p) => p,
-            None => return Err(QuotaError::PeriodTooLong),
+            Some(p) if p <= HORIZON_NANOS => p,
+            _ => return Err(QuotaError::PeriodTooLong),
         };
         // Rounded up: `cells` intervals are never shorter than the period.
         let interval = period.div_ceil(cells as u64);
@@ -221,7 +223,8 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroBurst`], or [`QuotaError::BurstTooLong`] if
-    /// `burst × T` does not fit in `u64` nanoseconds.
+    /// `burst × T` is longer than `2^62 − 1` nanoseconds (about 146 years:
+    /// [`HORIZON`](super::HORIZON)).
     ///
     /// # Examples
     ///
@@ -239,12 +242,12 @@ impl Quota {
             return Err(QuotaError::ZeroBurst);
         }
         match self.interval.checked_mul(burst as u64) {
-            Some(tolerance) => Ok(Quota {
+            Some(tolerance) if tolerance <= HORIZON_NANOS => Ok(Quota {
                 tolerance,
                 burst,
                 ..self
             }),
-            None => Err(QuotaError::BurstTooLong {
+            _ => Err(QuotaError::BurstTooLong {
                 burst,
                 interval: nanos::duration(self.interval),
             }),

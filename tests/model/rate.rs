@@ -41,8 +41,8 @@ impl Span {
 pub enum Op {
     /// Move the clock forward.
     Advance(Span),
-    /// Move the clock to `u64::MAX - span` (if that is later): the end of
-    /// time.
+    /// Move the clock to the schedule's horizon `- span` (if that is later):
+    /// the end of time, as far as the limiter can schedule.
     EndOfTime(Span),
     /// `check_n(n)` (`check()` for 1).
     Check(u32),
@@ -63,7 +63,12 @@ pub enum Op {
 // The reference: GCRA in u128, one step at a time.
 // ---------------------------------------------------------------------------
 
+/// `Instant::MAX`: the deadline of a wait without one, and the `ready_at`
+/// of a request that never conforms.
 const END: u128 = u64::MAX as u128;
+/// The last nanosecond a schedule reaches (`watertight::rate::HORIZON`,
+/// 2^62 - 1): a request ending past it never conforms.
+const HORIZON: u128 = (1 << 62) - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RefWait {
@@ -142,7 +147,7 @@ impl Reference {
     fn place(&self, now: u128, n: u32) -> Option<(u128, u128)> {
         let start = self.tat.max(now);
         let end = start + u128::from(n) * self.interval;
-        if end > END {
+        if end > HORIZON {
             return None;
         }
         Some((end, end.saturating_sub(self.tolerance)))
@@ -337,7 +342,9 @@ pub fn run(spec: Spec, ops: &[Op]) -> Result<(), Mismatch> {
         match *op {
             Op::Advance(span) => clock.advance(Duration::from_nanos(span.nanos(interval))),
             Op::EndOfTime(span) => clock.set(Instant::from_nanos(
-                u64::MAX.saturating_sub(span.nanos(interval)),
+                watertight::rate::HORIZON
+                    .as_nanos()
+                    .saturating_sub(span.nanos(interval)),
             )),
             Op::Check(n) => {
                 let real = if n == 1 {
