@@ -28,8 +28,8 @@
 //! [`Timer`](crate::clock::Timer), which a coarse clock is not: give its
 //! breaker the coarse clock with
 //! [`Policy::with_breaker_clock`](crate::Policy::with_breaker_clock); the
-//! tower [`BreakerLayer`](crate::tower::BreakerLayer) takes a breaker on any
-//! clock, and [`PolicyLayer`](crate::tower::PolicyLayer) such a policy.
+//! tower `BreakerLayer` (feature `tower`) takes a breaker on any clock, and
+//! `PolicyLayer` such a policy.
 //!
 //! ```
 //! # #[cfg(feature = "std")] {

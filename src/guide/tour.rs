@@ -179,7 +179,7 @@
 //! ```
 //!
 //! **Act 9: a rate limit, both ways** ([`RateLimiter`](crate::rate::RateLimiter)
-//! and [`RateLimitLayer`](crate::tower::RateLimitLayer)), on a server of its
+//! and `tower::RateLimitLayer`, feature `tower`), on a server of its
 //! own, at 50 requests a second with a burst of 10. Outbound, a client
 //! behind `RateLimitLayer::new(limiter).max_wait(2 s)` sends 30 requests at
 //! once, each through its own clone of the service (no `Buffer`: the clones

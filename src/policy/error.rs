@@ -52,7 +52,7 @@ pub enum ErrorKind<E> {
     /// request budget), or the budget had run out before it could start.
     DeadlineExceeded,
     /// The store of a shared limit (Redis, for a
-    /// [`GlobalBulkhead`](crate::redis::GlobalBulkhead), feature `redis`)
+    /// `redis::GlobalBulkhead`, feature `redis`)
     /// could not be reached, and its fallback refuses calls.
     StoreUnavailable,
     /// The call ran and returned this error.
