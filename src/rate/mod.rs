@@ -81,7 +81,7 @@ use gcra::Slot;
 ///
 /// ```
 /// use core::time::Duration;
-/// use watertight::clock::{Clock, ManualClock};
+/// use watertight::clock::ManualClock;
 /// use watertight::rate::{Quota, RateLimiter, HORIZON};
 ///
 /// assert_eq!(HORIZON.since_origin(), Duration::from_nanos((1 << 62) - 1));
