@@ -1728,7 +1728,7 @@ mod rate {
 
     fn limited_for(err: RateError) -> Duration {
         match err {
-            RateError::Limited { retry_after, .. } => retry_after,
+            RateError::Limited(n) => n.retry_after(),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -1928,8 +1928,8 @@ mod keyed {
             assert_eq!(admitted, 2);
             assert!(matches!(
                 r.check_key(&7),
-                Err(KeyedError::Rate(RateError::Limited { retry_after, .. }))
-                    if retry_after == Duration::from_secs(1)
+                Err(KeyedError::Rate(RateError::Limited(n)))
+                    if n.retry_after() == Duration::from_secs(1)
             ));
             let m = r.metrics();
             assert_eq!((m.admitted, m.refused, m.keys_live), (2, 2, 1));
@@ -1957,8 +1957,8 @@ mod keyed {
             // and the next cell comes at 2 s, not sooner.
             assert!(matches!(
                 r.check_key(&0),
-                Err(KeyedError::Rate(RateError::Limited { retry_after, .. }))
-                    if retry_after == Duration::from_secs(1)
+                Err(KeyedError::Rate(RateError::Limited(n)))
+                    if n.retry_after() == Duration::from_secs(1)
             ));
             // The newcomer spent 1 of its 2 (TAT 2 s).
             r.check_key(&100).unwrap();

@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use common::Task;
 use watertight::clock::{Clock, Instant, ManualClock};
-use watertight::rate::{Quota, QuotaError, RateError, RateLimiter, HORIZON};
+use watertight::rate::{NotYet, Quota, QuotaError, RateError, RateLimiter, HORIZON};
 
 const MS: Duration = Duration::from_millis(1);
 
+/// The refusal of cells that conform at `ready_at`, `retry_after` after
+/// the check (for `ready_at == Instant::MAX`, the check's time is
+/// `MAX - retry_after`).
 fn limited(retry_after: Duration, ready_at: Instant) -> RateError {
-    RateError::Limited {
-        retry_after,
-        ready_at,
-    }
+    RateError::Limited(NotYet::new(ready_at - retry_after, ready_at))
 }
 
 /// The error for cells that conform `after` from `clock`'s now.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use watertight::clock::{Instant, ManualClock};
 use watertight::rate::{
-    FnvState, KeyedError, KeyedRateLimiter, Quota, RateError, RateLimiter, WAYS,
+    FnvState, KeyedError, KeyedRateLimiter, NotYet, Quota, RateError, RateLimiter, WAYS,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -100,10 +100,10 @@ fn a_full_set_refuses_with_the_hint_then_evicts_the_earliest_stale_key() {
     // Key 1 is still known, and still limited (its TAT is 101 ms).
     assert_eq!(
         r.check_key(&1),
-        Err(KeyedError::Rate(RateError::Limited {
-            retry_after: MS,
-            ready_at: Instant::from_nanos(101_000_000),
-        }))
+        Err(KeyedError::Rate(RateError::Limited(NotYet::new(
+            Instant::from_nanos(100_000_000),
+            Instant::from_nanos(101_000_000),
+        ))))
     );
     clock.advance(MS);
     // Key 1 conforms in its own slot: no eviction.
@@ -173,10 +173,10 @@ fn the_end_of_time_refuses_a_new_key_without_storing_it() {
     clock.set(Instant::from_nanos(u64::MAX - 10));
     assert_eq!(
         r.check_key(&1),
-        Err(KeyedError::Rate(RateError::Limited {
-            retry_after: Duration::from_nanos(10),
-            ready_at: Instant::MAX,
-        }))
+        Err(KeyedError::Rate(RateError::Limited(NotYet::new(
+            Instant::from_nanos(u64::MAX - 10),
+            Instant::MAX,
+        ))))
     );
     assert_eq!(r.metrics().keys_live, 0);
     assert_eq!(r.metrics().refused, 1);

@@ -34,7 +34,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use watertight::clock::{Clock, Instant, ManualClock};
-use watertight::rate::{KeyedError, KeyedRateLimiter, Quota, RateError, WAYS};
+use watertight::rate::{KeyedError, KeyedRateLimiter, NotYet, Quota, RateError, WAYS};
 
 /// Hashes a `u64` to itself.
 #[derive(Clone, Copy, Default)]
@@ -106,10 +106,10 @@ impl Reference {
 
     fn limited(&mut self, now: u128, at: u128) -> KeyedError {
         self.counters.refused += 1;
-        KeyedError::Rate(RateError::Limited {
-            retry_after: Duration::from_nanos((at - now) as u64),
-            ready_at: Instant::from_nanos(at as u64),
-        })
+        KeyedError::Rate(RateError::Limited(NotYet::new(
+            Instant::from_nanos(now as u64),
+            Instant::from_nanos(at as u64),
+        )))
     }
 
     fn check(&mut self, now: u128, k: u64, n: u32) -> Result<(), KeyedError> {

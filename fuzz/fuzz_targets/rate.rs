@@ -73,7 +73,7 @@ fn works(quota: Quota) {
     } else {
         // Past the clock's end of time: refused, never admitted.
         assert!(
-            matches!(next, Err(RateError::Limited { ready_at, .. }) if ready_at == Instant::MAX),
+            matches!(next, Err(RateError::Limited(n)) if n.ready_at() == Instant::MAX),
             "{quota:?}: {next:?}"
         );
     }

@@ -23,9 +23,9 @@
 //! | + deadline (`deadline::timeout`): the default build | 8 192 | 752 | +5 620 | 8 456 | 756 | +5 812 |
 //! | **+ a wait of up to 15 ms for a slot** (`acquire_timeout`), still no `alloc` and no global allocator (`--features wait`) | 11 112 | 752 | +8 540 | 11 852 | 756 | +9 208 |
 //! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 244 | 8 976 | +8 672 | 11 980 | 8 980 | +9 336 |
-//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 052 | 2 976 | +4 480 | 7 496 | 2 992 | +4 852 |
-//! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 672 | 828 | +4 100 | 7 168 | 832 | +4 524 |
-//! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 13 692 | 3 076 | +11 120 | 15 144 | 3 056 | +12 500 |
+//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 6 920 | 2 976 | +4 348 | 7 392 | 2 992 | +4 748 |
+//! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 560 | 828 | +3 988 | 7 004 | 832 | +4 360 |
+//! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 13 592 | 3 076 | +11 020 | 14 896 | 3 056 | +12 252 |
 //!
 //! The firmware's `release` profile is `opt-level = "z"`, as size-bound
 //! firmware usually is; `release-s` is the same at `"s"`. The target —
@@ -58,9 +58,9 @@
 //!
 //! | the limiter | flash `"z"` | RAM `"z"` | flash `"s"` | RAM `"s"` |
 //! |---|---|---|---|---|
-//! | `check()`, fail-fast (`rate` − `no-deadline`) | +864 | +2 300 | +968 | +2 312 |
-//! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+484** | **+152** | +640 | +152 |
-//! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 580 | +2 324 | +3 292 | +2 300 |
+//! | `check()`, fail-fast (`rate` − `no-deadline`) | +732 | +2 300 | +864 | +2 312 |
+//! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+372** | **+152** | +476 | +152 |
+//! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 480 | +2 324 | +3 044 | +2 300 |
 //!
 //! The Cortex-M4F has 32-bit atomics but no 64-bit ones, so the limiter's
 //! one 64-bit word (the theoretical arrival time) goes through
@@ -69,7 +69,7 @@
 //! single-core chip can have the word changed with interrupts disabled
 //! instead, by enabling portable-atomic's `unsafe-assume-single-core` in the
 //! binary (the firmware's `single-core-atomics` feature; sound only on one
-//! core): then the limiter costs about 0.5 KiB of flash, its 80 B and a few
+//! core): then the limiter costs about 0.4 KiB of flash, its 80 B and a few
 //! bytes of the tasks' futures. Watertight's own `critical-section` feature
 //! does not change this on the Cortex-M4F: portable-atomic uses a critical
 //! section only where a target lacks compare-and-swap altogether (the
@@ -93,8 +93,8 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 35 616 B flash, 2 808 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 37 800 B flash, 648 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 35 756 B flash, 2 808 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 37 824 B flash, 648 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a

@@ -6,7 +6,7 @@ use core::hash::{BuildHasher, Hash, Hasher};
 use core::time::Duration;
 
 use super::gcra::{self, Slot};
-use super::{Quota, RateError};
+use super::{NotYet, Quota, RateError};
 use crate::clock::{Clock, Instant};
 use crate::sync::{const_fn, Mutex};
 
@@ -101,8 +101,8 @@ pub const WAYS: usize = 8;
 /// per_client.check_key(&"alice").unwrap();
 /// assert!(matches!(
 ///     per_client.check_key(&"alice"),
-///     Err(KeyedError::Rate(RateError::Limited { retry_after, .. }))
-///         if retry_after == Duration::from_millis(200)
+///     Err(KeyedError::Rate(RateError::Limited(n)))
+///         if n.retry_after() == Duration::from_millis(200)
 /// ));
 /// per_client.check_key(&"bob").unwrap(); // another key, its own burst
 /// assert_eq!(per_client.metrics().keys_live, 2);
@@ -234,12 +234,12 @@ impl KeyedError {
     /// ```
     /// use core::time::Duration;
     /// use watertight::clock::Instant;
-    /// use watertight::rate::{KeyedError, RateError};
+    /// use watertight::rate::{KeyedError, NotYet, RateError};
     ///
-    /// let e = KeyedError::Rate(RateError::Limited {
-    ///     retry_after: Duration::from_secs(1),
-    ///     ready_at: Instant::from_nanos(1_000_000_000),
-    /// });
+    /// let e = KeyedError::Rate(RateError::Limited(NotYet::new(
+    ///     Instant::ZERO,
+    ///     Instant::from_nanos(1_000_000_000),
+    /// )));
     /// assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
@@ -697,10 +697,10 @@ fn limited(now: u64, slot: Option<Slot>) -> KeyedError {
         Some(slot) => slot.at,
         None => u64::MAX,
     };
-    KeyedError::Rate(RateError::Limited {
-        retry_after: Instant::from_nanos(at).saturating_duration_since(Instant::from_nanos(now)),
-        ready_at: Instant::from_nanos(at),
-    })
+    KeyedError::Rate(RateError::Limited(NotYet::new(
+        Instant::from_nanos(now),
+        Instant::from_nanos(at),
+    )))
 }
 
 impl<K, C, const SETS: usize, S> fmt::Debug for KeyedRateLimiter<K, C, SETS, S> {

@@ -36,7 +36,7 @@
 //! }
 //! assert!(matches!(
 //!     client.check(),
-//!     Err(RateError::Limited { retry_after, .. }) if retry_after == Duration::from_millis(20)
+//!     Err(RateError::Limited(n)) if n.retry_after() == Duration::from_millis(20)
 //! ));
 //! clock.advance(Duration::from_millis(20)); // one emission interval
 //! client.check().unwrap();
@@ -57,7 +57,7 @@ mod keyed;
 mod quota;
 mod wait;
 
-pub use error::{QuotaError, RateError};
+pub use error::{NotYet, QuotaError, RateError};
 pub use keyed::{
     DefaultState, FnvHasher, FnvState, KeyedError, KeyedRateLimiter, KeyedRateMetrics, WAYS,
 };
@@ -127,7 +127,7 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 ///
 /// | method | when the cells do not conform yet |
 /// |---|---|
-/// | [`check`](Self::check), [`check_n`](Self::check_n) | `Err(Limited { retry_after, .. })` at once |
+/// | [`check`](Self::check), [`check_n`](Self::check_n) | `Err(Limited(not_yet))` at once, `not_yet.retry_after()` the hint |
 /// | [`acquire_until`](Self::acquire_until), [`acquire_timeout`](Self::acquire_timeout), [`acquire_n_until`](Self::acquire_n_until) | reserves the cells and sleeps until they conform, if that is by the deadline; refused at once otherwise |
 /// | [`until_ready`](Self::until_ready) | reserves the cells and sleeps until they conform |
 ///
@@ -548,11 +548,10 @@ impl<C> RateLimiter<C> {
         };
         #[cfg(feature = "tracing")]
         trace_refusal(self.name, now, at);
-        RateError::Limited {
-            retry_after: Instant::from_nanos(at)
-                .saturating_duration_since(Instant::from_nanos(now)),
-            ready_at: Instant::from_nanos(at),
-        }
+        RateError::Limited(NotYet::new(
+            Instant::from_nanos(now),
+            Instant::from_nanos(at),
+        ))
     }
 
     #[cold]
@@ -605,7 +604,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     /// use core::time::Duration;
     /// use watertight::clock::{Clock, ManualClock};
-    /// use watertight::rate::{Quota, RateError, RateLimiter};
+    /// use watertight::rate::{NotYet, Quota, RateError, RateLimiter};
     ///
     /// let clock = ManualClock::new();
     /// let r = RateLimiter::new("api", Quota::per_second(4).burst(1), &clock);
@@ -613,10 +612,10 @@ impl<C: Clock> RateLimiter<C> {
     /// clock.advance(Duration::from_millis(100));
     /// assert_eq!(
     ///     r.check(),
-    ///     Err(RateError::Limited {
-    ///         retry_after: Duration::from_millis(150),
-    ///         ready_at: clock.now() + Duration::from_millis(150),
-    ///     })
+    ///     Err(RateError::Limited(NotYet::new(
+    ///         clock.now(),
+    ///         clock.now() + Duration::from_millis(150),
+    ///     )))
     /// );
     /// ```
     #[inline]

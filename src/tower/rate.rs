@@ -128,7 +128,9 @@ impl<E> RateLimitError<E> {
 
     fn refused(why: RateError) -> Self {
         match why {
-            RateError::Limited { retry_after, .. } => RateLimitError::Limited { retry_after },
+            RateError::Limited(n) => RateLimitError::Limited {
+                retry_after: n.retry_after(),
+            },
             RateError::ExceedsBurst { requested, burst } => {
                 RateLimitError::ExceedsBurst { requested, burst }
             }

@@ -1722,9 +1722,10 @@ pub async fn rate_burst_fifo_waiters_and_a_cancelled_wait<R: Runtime>(rt: R) {
     // conform, and only then may it be admitted.
     let mut late = 0;
     match r.check() {
-        Err(RateError::Limited { retry_after, .. }) => assert!(
-            retry_after > Duration::ZERO && retry_after <= CELL,
-            "hint {retry_after:?} for a cell at most {CELL:?} away"
+        Err(RateError::Limited(n)) => assert!(
+            n.retry_after() > Duration::ZERO && n.retry_after() <= CELL,
+            "hint {:?} for a cell at most {CELL:?} away",
+            n.retry_after()
         ),
         Ok(()) => {
             assert!(
@@ -1771,7 +1772,7 @@ pub async fn rate_burst_fifo_waiters_and_a_cancelled_wait<R: Runtime>(rt: R) {
     // E is the newest reservation: dropping it gives its cell back, and the
     // next cell conforms exactly one interval earlier.
     let ready_at = |refused: Result<(), RateError>| match refused {
-        Err(RateError::Limited { ready_at, .. }) => ready_at,
+        Err(RateError::Limited(n)) => n.ready_at(),
         other => panic!("the schedule is booked 400 ms and more ahead, yet {other:?}"),
     };
     let with_e = ready_at(r.check());

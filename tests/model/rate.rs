@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::check::Mismatch;
 use crate::common::Task;
 use watertight::clock::{Clock, Instant, ManualClock};
-use watertight::rate::{AcquireUntil, Quota, RateError, RateLimiter};
+use watertight::rate::{AcquireUntil, NotYet, Quota, RateError, RateLimiter};
 
 // ---------------------------------------------------------------------------
 // Operations.
@@ -136,10 +136,10 @@ impl Reference {
 
     fn limited(&mut self, now: u128, at: u128) -> RateError {
         self.counters.refused += 1;
-        RateError::Limited {
-            retry_after: Duration::from_nanos((at - now) as u64),
-            ready_at: Instant::from_nanos(at as u64),
-        }
+        RateError::Limited(NotYet::new(
+            Instant::from_nanos(now as u64),
+            Instant::from_nanos(at as u64),
+        ))
     }
 
     /// Where `n` cells at `now` would go: the new TAT and from when they

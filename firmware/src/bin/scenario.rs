@@ -34,7 +34,7 @@ use embassy_time::{Instant, Timer};
 use watertight::breaker::State;
 use watertight::clock::{Clock as _, EmbassyClock, Timer as _};
 use watertight::deadline::timeout;
-use watertight::rate::{Quota, RateError, RateLimiter};
+use watertight::rate::{NotYet, Quota, RateError, RateLimiter};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 
 #[cfg(chip = "stm32f4")]
@@ -353,17 +353,14 @@ async fn rate(c: &mut Checks) {
     let over = UPLINK.check();
     let same_tick = clock.now() == start;
     let ready_at = match over {
-        Err(RateError::Limited { ready_at, .. }) => ready_at,
+        Err(RateError::Limited(n)) => n.ready_at(),
         _ => start + INTERVAL,
     };
     c.check(
         burst == 3
             && same_tick
             && over
-                == Err(RateError::Limited {
-                    retry_after: INTERVAL,
-                    ready_at: start + INTERVAL,
-                }),
+                == Err(RateError::Limited(NotYet::new(start, start + INTERVAL))),
         format_args!(
             "rate: a burst of {burst} admitted at once, the 4th refused: {}",
             Rated(&over)
