@@ -1537,6 +1537,83 @@ mod breaker {
             s.assert_generations_match_log();
         });
     }
+
+    // ---- consecutive failures: the run in the window word ----------------
+
+    fn consecutive(n: usize) -> BreakerConfig {
+        BreakerConfig::builder()
+            .consecutive_failures(n)
+            .open_duration(OPEN_WAIT)
+            .build()
+            .unwrap()
+    }
+
+    /// Two failures recorded at once make a run of two: the breaker opens
+    /// exactly once, and the listener hears the run it tripped on.
+    #[test]
+    fn consecutive_two_failures_at_once_trip_once() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(2));
+            let t = spawn(&s, |s| s.b.try_acquire().expect("closed").failure());
+            s.b.try_acquire().expect("closed").failure();
+            t.join().unwrap();
+            s.log.assert_made(&[(State::Closed, State::Open)]);
+            let tripped = s.log.0.lock().unwrap()[0]
+                .tripped
+                .expect("the window tripped");
+            assert_eq!((tripped.calls, tripped.failures), (2, 2));
+            assert_eq!(s.b.metrics().failed_calls, 2);
+        });
+    }
+
+    /// A failure and a success at once, after one failure: the run ends
+    /// at 0 (the success last) or 2, and trips exactly when it reaches 2.
+    #[test]
+    fn consecutive_success_races_a_failure() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(2));
+            s.b.try_acquire().expect("closed").failure();
+            let t = spawn(&s, |s| s.b.try_acquire().map(|p| p.success()).is_ok());
+            let failed = s.b.try_acquire().map(|p| p.failure()).is_ok();
+            let succeeded = t.join().unwrap();
+            let opened = s.log.count(State::Closed, State::Open);
+            let run = s.b.metrics().failed_calls;
+            match opened {
+                // The failure came right after the first: a run of 2
+                // tripped. (The success may still land in the run before the
+                // trip freezes the window, which then shows 0: it was taken
+                // and recorded in the closed generation.)
+                1 => {
+                    assert!(failed);
+                    let t = s.log.0.lock().unwrap()[0].tripped.expect("tripped");
+                    assert_eq!(t.failures, 2);
+                }
+                0 => {
+                    assert!(succeeded, "only a success stops a run of two");
+                    assert!(run <= 1, "run {run}");
+                }
+                n => panic!("opened {n} times"),
+            }
+            s.assert_generations_match_log();
+        });
+    }
+
+    /// A failure recorded while the breaker is reset: it lands in the old
+    /// run (which the reset empties) or is stale; never in the new run.
+    #[test]
+    fn consecutive_failure_races_a_reset() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(3));
+            s.b.try_acquire().expect("closed").failure();
+            let t = spawn_taken_then(&s, |p| p.failure());
+            s.b.reset();
+            t.join().unwrap();
+            let m = s.b.metrics();
+            assert_eq!(m.failed_calls, 0, "{m:?}");
+            assert!(m.stale <= 1, "{m:?}");
+            assert_eq!(s.log.len(), 0);
+        });
+    }
 }
 
 /// The retry budget: two callers failing at once never get more retries

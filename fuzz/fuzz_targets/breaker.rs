@@ -12,7 +12,7 @@ mod model;
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use model::{Cfg, Op, Step};
+use model::{Cfg, Op, Step, Win};
 use watertight::breaker::{Heap, Inline};
 use watertight::{BreakerConfig, Outcome};
 
@@ -37,6 +37,18 @@ fn cfg(u: &mut Unstructured<'_>) -> Result<Cfg> {
             Some(u.int_in_range(1..=60u64)?)
         } else {
             None
+        },
+        window: window(u)?,
+    })
+}
+
+/// Which window: the count window half the time, else the others.
+fn window(u: &mut Unstructured<'_>) -> Result<Win> {
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 | 1 => Win::Count,
+        _ => Win::Consecutive {
+            failures: u.int_in_range(1..=5usize)?,
+            slow_is_failure: u.arbitrary()?,
         },
     })
 }

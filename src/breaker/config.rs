@@ -73,7 +73,77 @@ pub struct BreakerConfig {
     /// Nanoseconds; 0 = no limit.
     pub(crate) max_half_open_ns: u64,
     pub(crate) half_open_calls: u8,
+    /// Which window judges the closed state (`KIND_*`).
+    pub(crate) kind: u8,
+    /// The run of plain successes after which one more changes nothing:
+    /// `window_size` for the count window, 0 for consecutive failures (a
+    /// success into a run of none changes nothing). Read by the closed
+    /// path's inline check, which is the same for every kind.
+    pub(crate) plain_run: u16,
+    /// Consecutive failures: failures in a row that trip.
+    pub(crate) param: u16,
+    /// Consecutive failures: whether a slow success counts as a failure.
+    pub(crate) slow_is_failure: bool,
 }
+
+/// Which window a [`BreakerConfig`] judges the closed state by.
+///
+/// | window | trips when | pick it for |
+/// |---|---|---|
+/// | [`Count`](Self::Count) (the default) | the last `window_size` outcomes fail (or are slow) at the thresholds' rates, once `minimum_calls` are in | steady traffic: the rate of the last N calls, whatever their age |
+/// | [`Consecutive`](Self::Consecutive) | `failures` outcomes in a row failed; a success resets the run | gobreaker's and Polly v7's classic breaker: a dependency that either works or does not, at any traffic |
+///
+/// # Examples
+///
+/// ```
+/// use watertight::BreakerConfig;
+/// use watertight::breaker::BreakerWindow;
+///
+/// let config = BreakerConfig::builder()
+///     .window(BreakerWindow::Consecutive { failures: 5 })
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.window(), BreakerWindow::Consecutive { failures: 5 });
+/// assert_eq!(BreakerConfig::DEFAULT.window(), BreakerWindow::Count);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerWindow {
+    /// The last `window_size` outcomes, in a ring (the breaker's `N` slots).
+    Count,
+    /// `failures` failures in a row trip the breaker; any success (and a
+    /// slow success too, unless
+    /// [`slow_calls_are_failures`](BreakerConfigBuilder::slow_calls_are_failures)
+    /// says so) ends the run. Rates, `window_size` and `minimum_calls` are
+    /// not used; the open wait and probes are the same. Needs no slots: a
+    /// `CircuitBreaker<C, 1>` holds it.
+    Consecutive {
+        /// Failures in a row that trip: 1 to 1023.
+        failures: usize,
+    },
+}
+
+impl BreakerWindow {
+    /// The window's name as the config keys spell it (`cb_window`):
+    /// `"count"`, `"consecutive"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::BreakerWindow;
+    /// assert_eq!(BreakerWindow::Consecutive { failures: 3 }.name(), "consecutive");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            BreakerWindow::Count => "count",
+            BreakerWindow::Consecutive { .. } => "consecutive",
+        }
+    }
+}
+
+/// The window kinds as the machine dispatches on them.
+pub(crate) const KIND_COUNT: u8 = 0;
+pub(crate) const KIND_CONSECUTIVE: u8 = 2;
 
 impl BreakerConfig {
     /// The defaults: window 50, minimum 10 calls, failure rate 50 %, open
@@ -172,6 +242,53 @@ impl BreakerConfig {
             Some(Duration::from_nanos(self.max_half_open_ns))
         }
     }
+
+    /// The window the closed state is judged by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// use watertight::breaker::BreakerWindow;
+    ///
+    /// let c = BreakerConfig::builder().consecutive_failures(3).build().unwrap();
+    /// assert_eq!(c.window(), BreakerWindow::Consecutive { failures: 3 });
+    /// ```
+    pub const fn window(&self) -> BreakerWindow {
+        match self.kind {
+            KIND_CONSECUTIVE => BreakerWindow::Consecutive {
+                failures: self.param as usize,
+            },
+            _ => BreakerWindow::Count,
+        }
+    }
+
+    /// With consecutive failures: whether a slow success counts as a
+    /// failure (default true; only matters with a slow-call duration).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// assert!(BreakerConfig::DEFAULT.slow_calls_are_failures());
+    /// ```
+    pub const fn slow_calls_are_failures(&self) -> bool {
+        self.slow_is_failure
+    }
+
+    /// The window's kind, as the machine dispatches on it.
+    #[inline(always)]
+    pub(crate) const fn kind(&self) -> u8 {
+        self.kind
+    }
+
+    /// The slots the count window needs (0 for the other kinds).
+    pub(crate) const fn slots_needed(&self) -> usize {
+        match self.kind {
+            KIND_COUNT => self.window_size as usize,
+            _ => 0,
+        }
+    }
 }
 
 impl Default for BreakerConfig {
@@ -195,6 +312,8 @@ pub struct BreakerConfigBuilder {
     open_duration: Duration,
     half_open_calls: usize,
     max_half_open_wait: Option<Duration>,
+    window: BreakerWindow,
+    slow_calls_are_failures: bool,
 }
 
 impl Default for BreakerConfigBuilder {
@@ -215,7 +334,80 @@ impl BreakerConfigBuilder {
             open_duration: Duration::from_secs(30),
             half_open_calls: 3,
             max_half_open_wait: None,
+            window: BreakerWindow::Count,
+            slow_calls_are_failures: true,
         }
+    }
+
+    /// Which window judges the closed state (default
+    /// [`BreakerWindow::Count`]); see [`BreakerWindow`] for when to pick
+    /// which.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// use watertight::breaker::BreakerWindow;
+    ///
+    /// let c = BreakerConfig::builder()
+    ///     .window(BreakerWindow::Consecutive { failures: 6 })
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(c.window().name(), "consecutive");
+    /// ```
+    pub const fn window(mut self, window: BreakerWindow) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Shorthand for [`window`](Self::window)`(BreakerWindow::Consecutive {
+    /// failures })`: trip after `failures` failures in a row (1 to 1023).
+    /// gobreaker's default trips on more than 5, that is `6` here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::State;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// let config = BreakerConfig::builder().consecutive_failures(2).build().unwrap();
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 1> = CircuitBreaker::new("x", config, &clock);
+    /// b.try_acquire().unwrap().failure();
+    /// b.try_acquire().unwrap().success(); // the run is over
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Closed);
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Open);
+    /// ```
+    pub const fn consecutive_failures(self, failures: usize) -> Self {
+        self.window(BreakerWindow::Consecutive { failures })
+    }
+
+    /// With consecutive failures and a slow-call duration: whether a slow
+    /// success counts as a failure of the run (default true) or as a
+    /// success that ends it. A slow failure is a failure either way. The
+    /// rate windows count slow calls through
+    /// [`slow_call_rate_threshold`](Self::slow_call_rate_threshold) instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let c = BreakerConfig::builder()
+    ///     .consecutive_failures(3)
+    ///     .slow_call_duration(Duration::from_secs(2))
+    ///     .slow_calls_are_failures(false)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!c.slow_calls_are_failures());
+    /// ```
+    pub const fn slow_calls_are_failures(mut self, yes: bool) -> Self {
+        self.slow_calls_are_failures = yes;
+        self
     }
 
     /// Outcomes in the count window (default 50): at least 1, at most the
@@ -407,7 +599,7 @@ impl BreakerConfigBuilder {
                 field: F::MinimumCalls,
             });
         }
-        if self.minimum_calls > self.window_size {
+        if matches!(self.window, BreakerWindow::Count) && self.minimum_calls > self.window_size {
             return Err(E::MinimumCallsAboveWindow {
                 minimum_calls: self.minimum_calls,
                 window_size: self.window_size,
@@ -451,6 +643,24 @@ impl BreakerConfigBuilder {
                 Err(e) => return Err(e),
             },
         };
+        let (kind, plain_run, param) = match self.window {
+            BreakerWindow::Count => (KIND_COUNT, self.window_size as u16, 0),
+            BreakerWindow::Consecutive { failures } => {
+                if failures == 0 {
+                    return Err(E::Zero {
+                        field: F::ConsecutiveFailures,
+                    });
+                }
+                if failures > MAX_WINDOW {
+                    return Err(E::TooLarge {
+                        field: F::ConsecutiveFailures,
+                        value: failures,
+                        max: MAX_WINDOW,
+                    });
+                }
+                (KIND_CONSECUTIVE, 0, failures as u16)
+            }
+        };
         Ok(BreakerConfig {
             window_size: self.window_size as u16,
             minimum_calls: self.minimum_calls as u16,
@@ -460,6 +670,10 @@ impl BreakerConfigBuilder {
             open_ns,
             max_half_open_ns,
             half_open_calls: self.half_open_calls as u8,
+            kind,
+            plain_run,
+            param,
+            slow_is_failure: self.slow_calls_are_failures,
         })
     }
 }
@@ -534,6 +748,8 @@ pub enum BreakerField {
     HalfOpenCalls,
     /// `max_half_open_wait`.
     MaxHalfOpenWait,
+    /// `consecutive_failures` (of [`BreakerWindow::Consecutive`]).
+    ConsecutiveFailures,
 }
 
 impl BreakerField {
@@ -555,6 +771,7 @@ impl BreakerField {
             BreakerField::OpenDuration => "open_duration",
             BreakerField::HalfOpenCalls => "half_open_calls",
             BreakerField::MaxHalfOpenWait => "max_half_open_wait",
+            BreakerField::ConsecutiveFailures => "consecutive_failures",
         }
     }
 }
@@ -706,6 +923,10 @@ impl BreakerConfigError {
                     BreakerField::HalfOpenCalls => {
                         m.str("1 to ");
                         m.uint(MAX_PROBES as u64);
+                    }
+                    BreakerField::ConsecutiveFailures => {
+                        m.str("1 to ");
+                        m.uint(MAX_WINDOW as u64);
                     }
                     _ => {
                         m.str("above zero, up to ");

@@ -5,9 +5,10 @@
 
 use core::time::Duration;
 
+use super::config::KIND_CONSECUTIVE;
 use super::error::Rejection;
 use super::permit::Raw;
-use super::state::{OnTransition, State, Transition};
+use super::state::{OnTransition, State, Transition, Tripped};
 use super::window::{Counts, Kind, Recorded, WindowStorage};
 use super::word::{self, AtomicStamp, CLOSED, FORCED_OPEN, HALF_OPEN, OPEN};
 use super::CircuitBreaker;
@@ -327,7 +328,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             && self.state.load(Acquire) == word::make(CLOSED, raw.gen())
             && self
                 .window
-                .takes_plain_success_as_is(raw.gen(), self.config.window_size as usize)
+                .takes_plain_success_as_is(raw.gen(), self.config.plain_run as usize)
         {
             return;
         }
@@ -346,7 +347,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// says whether it was counted or came too late.
     #[inline(always)]
     fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
-        let mut s = self.state.load(Acquire);
+        let s = self.state.load(Acquire);
         let state = word::state(s);
         if word::gen(s) != raw.gen() {
             return Landed::Stale;
@@ -370,6 +371,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                 Expiry::Not => {}
             }
         }
+        if self.config.kind() == KIND_CONSECUTIVE {
+            return self.record_run(s, raw, failed || (slow && self.config.slow_is_failure));
+        }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
         let recorded =
@@ -383,18 +387,64 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         if state == CLOSED {
             if let Recorded::Counted(counts) = recorded {
                 if self.trips(counts) {
-                    let _ = self.transition(s, word::next(s, OPEN), self.now());
+                    self.trip(s, counts);
                 }
             }
             return Landed::Yes;
         }
-        // A half-open probe: it decides the episode, or adds to its successes.
+        self.decide_probe(s, raw, failed || slow)
+    }
+
+    /// Opens the closed breaker of word `s` on the window's `counts`.
+    #[inline(never)]
+    fn trip(&self, s: u32, counts: Counts) {
+        let tripped = Tripped {
+            window: self.config.window(),
+            calls: counts.calls,
+            failures: counts.failures,
+            slow: counts.slow,
+        };
+        let _ = self.transition_why(s, word::next(s, OPEN), self.now(), Some(tripped));
+    }
+
+    /// Consecutive failures: the outcome of a permit of the closed or
+    /// half-open word `s` (`failed` already says whether a slow success
+    /// counts). In Closed it lengthens or ends the run, and a run of
+    /// `consecutive` trips; in HalfOpen it is recorded in the run (for
+    /// metrics) and decides the probe as the count window's probes decide.
+    #[inline(never)]
+    fn record_run(&self, s: u32, raw: Raw, failed: bool) -> Landed {
+        let Some(run) = self
+            .window
+            .record_run(raw.gen(), failed, || self.current(raw.gen()))
+        else {
+            return Landed::Stale;
+        };
+        if word::state(s) == CLOSED {
+            if run >= self.config.param as usize {
+                self.trip(
+                    s,
+                    Counts {
+                        calls: run,
+                        failures: run,
+                        slow: 0,
+                    },
+                );
+            }
+            return Landed::Yes;
+        }
+        self.decide_probe(s, raw, failed)
+    }
+
+    /// A half-open probe of word `s`: it decides the episode, or adds to
+    /// its successes. `failed` is a failure, or a slow call.
+    fn decide_probe(&self, mut s: u32, raw: Raw, failed: bool) -> Landed {
         loop {
             if word::gen(s) != raw.gen() {
                 // Another probe decided the episode meanwhile.
                 return Landed::Stale;
             }
-            let decided = if failed || slow {
+            let decided = if failed {
                 word::next(s, OPEN)
             } else {
                 let succeeded = word::succeeded(s) + 1;
@@ -492,6 +542,17 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// (a word of the next generation); the winner then publishes when it
     /// happened, installs or freezes the window, and tells the listener.
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
+        self.transition_why(from, to, at, None)
+    }
+
+    /// [`transition`](Self::transition), saying what the window tripped on.
+    fn transition_why(
+        &self,
+        from: u32,
+        to: u32,
+        at: Instant,
+        tripped: Option<Tripped>,
+    ) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
         let gen = word::gen(to);
         let current = || self.current(gen);
@@ -515,6 +576,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             from: State::from_bits(word::state(from)),
             to: State::from_bits(word::state(to)),
             at,
+            tripped,
         });
         // One event per transition, by the thread that made it.
         #[cfg(feature = "tracing")]

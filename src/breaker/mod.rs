@@ -67,14 +67,16 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use call::Call;
 pub use classify::{Classify, ErrIsFailure, Outcome};
-pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
+pub use config::{
+    BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField, BreakerWindow,
+};
 pub use error::{CallError, Rejection};
 pub use permit::CallPermit;
 // The seam every call future is built on: `Call`, the tower breaker
 // service's and the policy's.
 pub(crate) use permit::{Admission, Judged};
 pub(crate) use permit::{Guard, Raw};
-pub use state::{BreakerMetrics, OnTransition, State, Transition};
+pub use state::{BreakerMetrics, OnTransition, State, Transition, Tripped};
 #[cfg(feature = "alloc")]
 pub use window::Heap;
 use window::{Counts, Window, MAX_WINDOW};
@@ -417,7 +419,7 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
         #[track_caller]
         pub const fn with_listener(name: &'static str, config: BreakerConfig, clock: C, listener: H) -> Self {
             const { assert!(N > 0 && N <= MAX_WINDOW, "a breaker's window capacity N must be in 1..=MAX_WINDOW") };
-            if config.window_size as usize > N {
+            if config.slots_needed() > N {
                 panic!("breaker config: window_size is above the breaker's capacity N");
             }
             Self::assemble(name, config, clock, listener, Window::new())
@@ -461,13 +463,13 @@ impl<C, const N: usize, H, W: WindowStorage> CircuitBreaker<C, N, H, W> {
                 "a breaker's window capacity N must be in 1..=MAX_WINDOW"
             )
         };
-        if config.window_size as usize > N {
+        if config.slots_needed() > N {
             return Err(BreakerConfigError::WindowAboveCapacity {
                 window_size: config.window_size as usize,
                 capacity: N,
             });
         }
-        let window = Window::for_window(config.window_size as usize);
+        let window = Window::for_window(config.slots_needed());
         Ok(Self::assemble(name, config, clock, listener, window))
     }
 }
@@ -780,13 +782,21 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         // Half-open by the clock while the word lags behind (no probe has
         // begun the episode yet): its empty window is not installed.
         let fresh = look.state == State::HalfOpen && look.lazy.is_some();
+        let rated = self.config.kind() != config::KIND_CONSECUTIVE;
         let counts = if fresh {
             Counts::default()
+        } else if !rated {
+            let run = self.window.run();
+            Counts {
+                calls: run,
+                failures: run,
+                slow: 0,
+            }
         } else {
             self.window.counts(self.config.window_size as usize)
         };
         let rate = |n: usize| {
-            if counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
+            if rated && counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
                 Some(n as f32 * 100.0 / counts.calls as f32)
             } else {
                 None

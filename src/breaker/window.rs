@@ -506,6 +506,61 @@ impl<W: WindowStorage> Window<W> {
     }
 }
 
+impl<W: WindowStorage> Window<W> {
+    /// Consecutive failures: the failures in a row so far (the window
+    /// word's index field; its full bit says the run is empty, so that the
+    /// closed path's inline check takes a success into it as it is).
+    pub(crate) fn run(&self) -> usize {
+        ((self.word.load(Acquire) >> IDX_SHIFT) & IDX_MASK) as usize
+    }
+
+    /// Consecutive failures: records one outcome of generation `gen`, a
+    /// failure of the run if `failed`, else a success that ends it. Returns
+    /// the run after it, or `None` when the window no longer belongs to
+    /// `gen` (a stale outcome). One CAS on the window word, no slot: the
+    /// run is the word's index field (up to 1023), and an empty run sets
+    /// the full bit, so that [`takes_plain_success_as_is`] with a run of 0
+    /// takes a success into it without a write.
+    ///
+    /// [`takes_plain_success_as_is`]: Window::takes_plain_success_as_is
+    pub(crate) fn record_run(
+        &self,
+        gen: u32,
+        failed: bool,
+        current: impl Fn() -> bool,
+    ) -> Option<usize> {
+        let tag = tag_of(gen);
+        let mut w = self.word.load(Acquire);
+        loop {
+            if !Self::open_to(w, tag) {
+                if w & TAG_MASK == tag || !current() {
+                    return None;
+                }
+                self.install(gen, &current);
+                w = self.word.load(Acquire);
+                if !Self::open_to(w, tag) {
+                    return None;
+                }
+                continue;
+            }
+            let run = (w >> IDX_SHIFT) & IDX_MASK;
+            let (next, after) = if failed {
+                let n = (run + 1).min(IDX_MASK);
+                (tag | (n << IDX_SHIFT), n)
+            } else {
+                (tag | FULL_BIT, 0)
+            };
+            if next == w {
+                return Some(after as usize);
+            }
+            match self.word.compare_exchange_weak(w, next, AcqRel, Acquire) {
+                Ok(_) => return Some(after as usize),
+                Err(now) => w = now,
+            }
+        }
+    }
+}
+
 /// What recording one outcome did to the window's rates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Recorded {

@@ -43,6 +43,21 @@ pub struct Cfg {
     pub half_open_calls: usize,
     /// Milliseconds; `None`: no limit.
     pub max_wait_ms: Option<u64>,
+    /// Which window judges the closed state.
+    pub window: Win,
+}
+
+/// The window of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Win {
+    /// The last `window_size` outcomes.
+    Count,
+    /// `failures` in a row trip; a success ends the run (and a slow success
+    /// too unless `slow_is_failure`).
+    Consecutive {
+        failures: usize,
+        slow_is_failure: bool,
+    },
 }
 
 impl Cfg {
@@ -66,6 +81,17 @@ impl Cfg {
         }
         if let Some(ms) = self.max_wait_ms {
             b = b.max_half_open_wait(Duration::from_millis(ms));
+        }
+        match self.window {
+            Win::Count => {}
+            Win::Consecutive {
+                failures,
+                slow_is_failure,
+            } => {
+                b = b
+                    .consecutive_failures(failures)
+                    .slow_calls_are_failures(slow_is_failure)
+            }
         }
         b.build()
     }
@@ -205,6 +231,8 @@ struct Model {
     phase: Phase,
     gen: u64,
     window: VecDeque<Entry>,
+    /// Consecutive failures: the failures in a row so far.
+    run: usize,
     rejected: usize,
     stale: usize,
     /// ns.
@@ -221,6 +249,7 @@ impl Model {
             phase: Phase::Closed,
             gen: 0,
             window: VecDeque::new(),
+            run: 0,
             rejected: 0,
             stale: 0,
             last_transition: None,
@@ -239,6 +268,7 @@ impl Model {
         self.last_transition = Some(at);
         if matches!(to, Phase::Closed | Phase::HalfOpen { .. }) {
             self.window.clear();
+            self.run = 0;
         }
         self.phase = to;
     }
@@ -360,6 +390,12 @@ impl Model {
             .is_some_and(|ms| self.now - p.acquired_at > ms * MS);
         let now = self.now;
         match self.phase {
+            Phase::Closed if self.consecutive().is_some() => {
+                let (n, _) = self.consecutive().unwrap();
+                if self.run_fails(failed, slow) >= n {
+                    self.transition(Phase::Open { opened_at: now }, now);
+                }
+            }
             Phase::Closed => {
                 self.push(Entry { failed, slow });
                 if self.trips() {
@@ -372,8 +408,15 @@ impl Model {
                 last_admitted,
             } => {
                 assert!(p.probe, "model: a non-probe permit of a half-open episode");
-                self.push(Entry { failed, slow });
-                if failed || slow {
+                let fails = if self.consecutive().is_some() {
+                    self.run_fails(failed, slow);
+                    let (_, slow_is_failure) = self.consecutive().unwrap();
+                    failed || (slow && slow_is_failure)
+                } else {
+                    self.push(Entry { failed, slow });
+                    failed || slow
+                };
+                if fails {
                     self.transition(Phase::Open { opened_at: now }, now);
                 } else if succeeded + 1 >= self.cfg.half_open_calls {
                     self.transition(Phase::Closed, now);
@@ -395,6 +438,29 @@ impl Model {
         }
     }
 
+    /// `(failures, slow_is_failure)` of a consecutive-failures case.
+    fn consecutive(&self) -> Option<(usize, bool)> {
+        match self.cfg.window {
+            Win::Consecutive {
+                failures,
+                slow_is_failure,
+            } => Some((failures, slow_is_failure)),
+            _ => None,
+        }
+    }
+
+    /// Consecutive failures: one outcome lengthens or ends the run (at
+    /// most 1023 long); returns the run after it.
+    fn run_fails(&mut self, failed: bool, slow: bool) -> usize {
+        let (_, slow_is_failure) = self.consecutive().expect("a consecutive case");
+        if failed || (slow && slow_is_failure) {
+            self.run = (self.run + 1).min(1023);
+        } else {
+            self.run = 0;
+        }
+        self.run
+    }
+
     fn push(&mut self, e: Entry) {
         self.window.push_back(e);
         if self.window.len() > self.cfg.window_size {
@@ -403,6 +469,9 @@ impl Model {
     }
 
     fn counts(&self) -> (usize, usize, usize) {
+        if self.consecutive().is_some() {
+            return (self.run, self.run, 0);
+        }
         let calls = self.window.len();
         let failed = self.window.iter().filter(|e| e.failed).count();
         let slow = self.window.iter().filter(|e| e.slow).count();
@@ -435,6 +504,7 @@ impl Model {
             // transition (nothing told, `last_transition` unchanged).
             self.gen += 1;
             self.window.clear();
+            self.run = 0;
             return;
         }
         let now = self.now;
@@ -482,7 +552,7 @@ impl Model {
     /// Failure and slow-call rates in percent, `None` below the minimum.
     fn rates(&self) -> (Option<f64>, Option<f64>) {
         let (calls, failed, slow) = self.shown_counts();
-        if calls == 0 || calls < self.cfg.minimum_calls {
+        if calls == 0 || calls < self.cfg.minimum_calls || self.consecutive().is_some() {
             return (None, None);
         }
         let pct = |n: usize| n as f64 * 100.0 / calls as f64;
