@@ -64,6 +64,14 @@
 //! length, records half-open probes in the run too, and shows the run as
 //! `calls` and `failed_calls` with no rates.
 //!
+//! The time window (`every_operation_time`, `open_half_open_cycles_time`):
+//! the model keeps every outcome with the instant it was recorded; the
+//! window at any moment is the outcomes whose bucket (`instant / bucket`) is
+//! the current one or one of the `buckets - 1` before it; the rates are
+//! checked after a failure or slow call, and after a plain success while its
+//! bucket holds at most `minimum_calls` calls; `metrics()` reads the window
+//! at the clock's time, open or not.
+//!
 //! Two properties: `every_operation` (operator switches included) and
 //! `open_half_open_cycles` (no `force_open`/`disable`, more clock steps and
 //! successes, so many Closed → Open → HalfOpen → Open/Closed cycles per
@@ -142,6 +150,18 @@ fn cfgs_of(
                 },
             )
     })
+}
+
+/// Time-window cases: the count window's settings (its size unused; the
+/// minimum up to 8) with 1 to 5 buckets of 1 to 20 ms.
+fn time_cfgs() -> impl Strategy<Value = Cfg> {
+    (cfgs(), 1..=20u64, 1..=5usize, 1..=8usize).prop_map(
+        |(cfg, bucket_ms, buckets, minimum_calls)| Cfg {
+            window: Win::Time { bucket_ms, buckets },
+            minimum_calls,
+            ..cfg
+        },
+    )
 }
 
 /// Consecutive-failure cases: the count window's settings (unused but
@@ -319,6 +339,18 @@ proptest! {
     /// Consecutive failures, many open / half-open cycles, on the heap.
     #[test]
     fn open_half_open_cycles_consecutive(cfg in consecutive_cfgs(), ops in ops(CYCLE)) {
+        run::<HEAP, Heap>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// The time window, every operation (inline, eight buckets' room).
+    #[test]
+    fn every_operation_time(cfg in time_cfgs(), ops in ops(ALL)) {
+        run::<1, Inline<1, 8>>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// The time window, many open / half-open cycles, on the heap.
+    #[test]
+    fn open_half_open_cycles_time(cfg in time_cfgs(), ops in ops(CYCLE)) {
         run::<HEAP, Heap>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
     }
 

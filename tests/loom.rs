@@ -1614,6 +1614,80 @@ mod breaker {
             assert_eq!(s.log.len(), 0);
         });
     }
+
+    // ---- the time window: bucket rollover racing a record ----------------
+
+    type TimeShared = Arc<(watertight::breaker::TimeBreaker<ManualClock, 3, Log>, Log)>;
+
+    fn time_breaker(buckets: usize, minimum: usize) -> TimeShared {
+        let log = Log::default();
+        let config = BreakerConfig::builder()
+            .time_window(Duration::from_secs(buckets as u64), buckets)
+            .minimum_calls(minimum)
+            .failure_rate_threshold(50.0)
+            .open_duration(OPEN_WAIT)
+            .build()
+            .unwrap();
+        let b = CircuitBreaker::try_with_listener("loom", config, ManualClock::new(), log.clone())
+            .unwrap();
+        Arc::new((b, log))
+    }
+
+    /// Two calls of a new second race, and the first of them rolls the
+    /// bucket of three seconds earlier over (its failure leaves the window)
+    /// while the other records into it: whichever clears it, the old
+    /// failure never counts again and neither new outcome is lost.
+    #[test]
+    fn time_bucket_rollover_races_a_record() {
+        model(|| {
+            let s = time_breaker(3, 3);
+            let b = &s.0;
+            b.try_acquire().unwrap().failure(); // second 0
+            b.clock().advance(Duration::from_secs(1));
+            b.try_acquire().unwrap().success(); // second 1
+            b.clock().advance(Duration::from_secs(2)); // second 3: bucket 0 again
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || s.0.try_acquire().unwrap().failure())
+            };
+            b.try_acquire().unwrap().success();
+            t.join().unwrap();
+            let m = b.metrics();
+            // Seconds 1..=3: one success, then the two new outcomes.
+            assert_eq!((m.calls, m.failed_calls), (3, 1), "{m:?}");
+            assert_eq!(s.1.len(), 0, "1 of 3 is under 50 %: never tripped");
+        });
+    }
+
+    /// After a whole window idle, two failures of the same second race:
+    /// the first sweeps every counter into a new era while the other
+    /// records; they trip the breaker once, on the two of them.
+    #[test]
+    fn time_idle_sweep_races_a_record() {
+        model(|| {
+            let s = time_breaker(3, 2);
+            let b = &s.0;
+            b.try_acquire().unwrap().failure();
+            b.clock().advance(Duration::from_secs(10));
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || s.0.try_acquire().unwrap().failure())
+            };
+            b.try_acquire().unwrap().failure();
+            t.join().unwrap();
+            s.1.assert_made(&[(State::Closed, State::Open)]);
+            // The trip may see the other failure's call before its failure
+            // (it counts as a success for that instant: 1 of 2 is 50 %).
+            let tripped = s.1 .0.lock().unwrap()[0]
+                .tripped
+                .expect("the window tripped");
+            assert_eq!(tripped.calls, 2, "{tripped:?}");
+            assert!(tripped.failures >= 1, "{tripped:?}");
+            // The frozen window shows both, and the old failure in neither.
+            let m = b.metrics();
+            assert_eq!((m.calls, m.failed_calls, m.stale), (2, 2, 0), "{m:?}");
+        });
+    }
 }
 
 /// The retry budget: two callers failing at once never get more retries

@@ -3,6 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use super::time::{MAX_BUCKETS, MIN_BUCKET_NS};
 use super::window::MAX_WINDOW;
 use super::word::{MAX_DURATION_NS, MAX_PROBES};
 
@@ -73,24 +74,29 @@ pub struct BreakerConfig {
     /// Nanoseconds; 0 = no limit.
     pub(crate) max_half_open_ns: u64,
     pub(crate) half_open_calls: u8,
-    /// Which window judges the closed state (`KIND_*`).
+    /// Which window judges the closed state (`KIND_*`), and
+    /// [`SLOW_IS_FAILURE`] (consecutive failures: a slow success counts as a
+    /// failure).
     pub(crate) kind: u8,
     /// The run of plain successes after which one more changes nothing:
     /// `window_size` for the count window, 0 for consecutive failures (a
-    /// success into a run of none changes nothing). Read by the closed
-    /// path's inline check, which is the same for every kind.
+    /// success into a run of none changes nothing), never for the time
+    /// window. Read by the closed path's inline check, which is the same
+    /// for every kind.
     pub(crate) plain_run: u16,
-    /// Consecutive failures: failures in a row that trip.
-    pub(crate) param: u16,
-    /// Consecutive failures: whether a slow success counts as a failure.
-    pub(crate) slow_is_failure: bool,
+    /// The time window: one bucket's length in milliseconds.
+    pub(crate) bucket_ms: u32,
 }
+
+/// The flag of [`BreakerConfig::kind`] for `slow_calls_are_failures`.
+pub(crate) const SLOW_IS_FAILURE: u8 = 0x10;
 
 /// Which window a [`BreakerConfig`] judges the closed state by.
 ///
 /// | window | trips when | pick it for |
 /// |---|---|---|
 /// | [`Count`](Self::Count) (the default) | the last `window_size` outcomes fail (or are slow) at the thresholds' rates, once `minimum_calls` are in | steady traffic: the rate of the last N calls, whatever their age |
+/// | [`Time`](Self::Time) | the outcomes of the last `duration` fail (or are slow) at the thresholds' rates, once `minimum_calls` are in | low or bursty traffic: "at least 20 calls in the last 30 s, half failing"; an old outage leaves the window with time, however few calls come |
 /// | [`Consecutive`](Self::Consecutive) | `failures` outcomes in a row failed; a success resets the run | gobreaker's and Polly v7's classic breaker: a dependency that either works or does not, at any traffic |
 ///
 /// # Examples
@@ -111,6 +117,28 @@ pub struct BreakerConfig {
 pub enum BreakerWindow {
     /// The last `window_size` outcomes, in a ring (the breaker's `N` slots).
     Count,
+    /// The outcomes of the last `duration`, in `buckets` buckets of
+    /// `duration / buckets` each (a ring of atomic counters; a bucket that
+    /// has left the window is zeroed by the first call that sees it, no
+    /// timer). The window at any moment is the current, partial bucket and
+    /// the `buckets - 1` before it, as resilience4j's
+    /// `SlidingTimeWindowMetrics` (whose buckets are one second each).
+    /// `minimum_calls` is the calls the window must hold before rates are
+    /// evaluated (not bounded by `window_size`, which is not used); the
+    /// thresholds, open wait and probes are the same as the count window's.
+    /// Needs a breaker with bucket storage:
+    /// [`TimeBreaker<C, B>`](super::TimeBreaker) with `B ≥ buckets`, or a
+    /// [`HeapBreaker`](super::HeapBreaker).
+    ///
+    /// `duration` must divide into whole milliseconds per bucket, a bucket
+    /// must be at least 1 ms (the resolution of the coarsest clock), and
+    /// `buckets` is 1 to 100.
+    Time {
+        /// How far back the window reaches.
+        duration: Duration,
+        /// Buckets it is cut into: 1 to 100.
+        buckets: usize,
+    },
     /// `failures` failures in a row trip the breaker; any success (and a
     /// slow success too, unless
     /// [`slow_calls_are_failures`](BreakerConfigBuilder::slow_calls_are_failures)
@@ -125,7 +153,7 @@ pub enum BreakerWindow {
 
 impl BreakerWindow {
     /// The window's name as the config keys spell it (`cb_window`):
-    /// `"count"`, `"consecutive"`.
+    /// `"count"`, `"time"`, `"consecutive"`.
     ///
     /// # Examples
     ///
@@ -136,6 +164,7 @@ impl BreakerWindow {
     pub const fn name(self) -> &'static str {
         match self {
             BreakerWindow::Count => "count",
+            BreakerWindow::Time { .. } => "time",
             BreakerWindow::Consecutive { .. } => "consecutive",
         }
     }
@@ -143,6 +172,7 @@ impl BreakerWindow {
 
 /// The window kinds as the machine dispatches on them.
 pub(crate) const KIND_COUNT: u8 = 0;
+pub(crate) const KIND_TIME: u8 = 1;
 pub(crate) const KIND_CONSECUTIVE: u8 = 2;
 
 impl BreakerConfig {
@@ -194,9 +224,10 @@ impl BreakerConfig {
         BreakerConfigBuilder::new()
     }
 
-    /// Outcomes in the count window.
+    /// Outcomes in the count window; 0 for the other windows (they have
+    /// none: see [`window`](Self::window)).
     pub const fn window_size(&self) -> usize {
-        self.window_size as usize
+        self.slots_needed()
     }
 
     /// Outcomes in the window before rates are evaluated.
@@ -255,9 +286,13 @@ impl BreakerConfig {
     /// assert_eq!(c.window(), BreakerWindow::Consecutive { failures: 3 });
     /// ```
     pub const fn window(&self) -> BreakerWindow {
-        match self.kind {
+        match self.kind() {
             KIND_CONSECUTIVE => BreakerWindow::Consecutive {
-                failures: self.param as usize,
+                failures: self.param(),
+            },
+            KIND_TIME => BreakerWindow::Time {
+                duration: Duration::from_millis(self.bucket_ms as u64 * self.param() as u64),
+                buckets: self.param(),
             },
             _ => BreakerWindow::Count,
         }
@@ -273,18 +308,42 @@ impl BreakerConfig {
     /// assert!(BreakerConfig::DEFAULT.slow_calls_are_failures());
     /// ```
     pub const fn slow_calls_are_failures(&self) -> bool {
-        self.slow_is_failure
+        self.kind & SLOW_IS_FAILURE != 0
     }
 
     /// The window's kind, as the machine dispatches on it.
     #[inline(always)]
     pub(crate) const fn kind(&self) -> u8 {
-        self.kind
+        self.kind & 3
+    }
+
+    /// The other windows' number (consecutive failures, or buckets), kept
+    /// where the count window keeps its size.
+    #[inline(always)]
+    pub(crate) const fn param(&self) -> usize {
+        self.window_size as usize
+    }
+
+    /// The buckets the time window needs (0 for the other kinds).
+    pub(crate) const fn buckets_needed(&self) -> usize {
+        match self.kind() {
+            KIND_TIME => self.param(),
+            _ => 0,
+        }
+    }
+
+    /// The time window's settings.
+    #[inline]
+    pub(crate) const fn time_spec(&self) -> super::time::Spec {
+        super::time::Spec {
+            bucket_ns: self.bucket_ms as u64 * 1_000_000,
+            buckets: self.param(),
+        }
     }
 
     /// The slots the count window needs (0 for the other kinds).
     pub(crate) const fn slots_needed(&self) -> usize {
-        match self.kind {
+        match self.kind() {
             KIND_COUNT => self.window_size as usize,
             _ => 0,
         }
@@ -383,6 +442,40 @@ impl BreakerConfigBuilder {
     /// ```
     pub const fn consecutive_failures(self, failures: usize) -> Self {
         self.window(BreakerWindow::Consecutive { failures })
+    }
+
+    /// Shorthand for [`window`](Self::window)`(BreakerWindow::Time {
+    /// duration, buckets })`: judge the outcomes of the last `duration`,
+    /// kept in `buckets` buckets (see [`BreakerWindow::Time`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::breaker::{State, TimeBreaker};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::BreakerConfig;
+    ///
+    /// // At least 4 calls in the last 10 s, half of them failing.
+    /// let config = BreakerConfig::builder()
+    ///     .time_window(Duration::from_secs(10), 10)
+    ///     .minimum_calls(4)
+    ///     .build()
+    ///     .unwrap();
+    /// let clock = ManualClock::new();
+    /// let b: TimeBreaker<_, 10> = TimeBreaker::new("x", config, &clock);
+    /// for fail in [true, true, false] {
+    ///     let p = b.try_acquire().unwrap();
+    ///     if fail { p.failure() } else { p.success() }
+    /// }
+    /// // Ten seconds later the two failures have left the window.
+    /// clock.advance(Duration::from_secs(10));
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Closed);
+    /// assert_eq!(b.metrics().calls, 1);
+    /// ```
+    pub const fn time_window(self, duration: Duration, buckets: usize) -> Self {
+        self.window(BreakerWindow::Time { duration, buckets })
     }
 
     /// With consecutive failures and a slow-call duration: whether a slow
@@ -643,6 +736,7 @@ impl BreakerConfigBuilder {
                 Err(e) => return Err(e),
             },
         };
+        let mut bucket_ms = 0;
         let (kind, plain_run, param) = match self.window {
             BreakerWindow::Count => (KIND_COUNT, self.window_size as u16, 0),
             BreakerWindow::Consecutive { failures } => {
@@ -660,9 +754,54 @@ impl BreakerConfigBuilder {
                 }
                 (KIND_CONSECUTIVE, 0, failures as u16)
             }
+            BreakerWindow::Time { duration, buckets } => {
+                if buckets == 0 {
+                    return Err(E::Zero {
+                        field: F::WindowBuckets,
+                    });
+                }
+                if buckets > MAX_BUCKETS {
+                    return Err(E::TooLarge {
+                        field: F::WindowBuckets,
+                        value: buckets,
+                        max: MAX_BUCKETS,
+                    });
+                }
+                let ns = match nanos(F::WindowDuration, duration) {
+                    Ok(ns) => ns,
+                    Err(e) => return Err(e),
+                };
+                let per = ns / buckets as u64;
+                if per < MIN_BUCKET_NS {
+                    return Err(E::BucketTooShort {
+                        bucket: Duration::from_nanos(per),
+                        min: Duration::from_nanos(MIN_BUCKET_NS),
+                    });
+                }
+                if ns % (buckets as u64 * MIN_BUCKET_NS) != 0 {
+                    return Err(E::BucketsNotWhole { duration, buckets });
+                }
+                if self.minimum_calls > MAX_WINDOW {
+                    return Err(E::TooLarge {
+                        field: F::MinimumCalls,
+                        value: self.minimum_calls,
+                        max: MAX_WINDOW,
+                    });
+                }
+                // At most 35 years (or 37 hours) in at least one bucket:
+                // fits in 32 bits of milliseconds.
+                bucket_ms = (per / MIN_BUCKET_NS) as u32;
+                // No success is ever taken without a write: the run field
+                // never reaches this.
+                (KIND_TIME, u16::MAX, buckets as u16)
+            }
         };
         Ok(BreakerConfig {
-            window_size: self.window_size as u16,
+            window_size: if kind == KIND_COUNT {
+                self.window_size as u16
+            } else {
+                param
+            },
             minimum_calls: self.minimum_calls as u16,
             failure_bp,
             slow_bp,
@@ -670,10 +809,14 @@ impl BreakerConfigBuilder {
             open_ns,
             max_half_open_ns,
             half_open_calls: self.half_open_calls as u8,
-            kind,
+            kind: kind
+                | if self.slow_calls_are_failures {
+                    SLOW_IS_FAILURE
+                } else {
+                    0
+                },
             plain_run,
-            param,
-            slow_is_failure: self.slow_calls_are_failures,
+            bucket_ms,
         })
     }
 }
@@ -750,6 +893,10 @@ pub enum BreakerField {
     MaxHalfOpenWait,
     /// `consecutive_failures` (of [`BreakerWindow::Consecutive`]).
     ConsecutiveFailures,
+    /// `window_duration` (of [`BreakerWindow::Time`]).
+    WindowDuration,
+    /// `window_buckets` (of [`BreakerWindow::Time`]).
+    WindowBuckets,
 }
 
 impl BreakerField {
@@ -772,6 +919,8 @@ impl BreakerField {
             BreakerField::HalfOpenCalls => "half_open_calls",
             BreakerField::MaxHalfOpenWait => "max_half_open_wait",
             BreakerField::ConsecutiveFailures => "consecutive_failures",
+            BreakerField::WindowDuration => "window_duration",
+            BreakerField::WindowBuckets => "window_buckets",
         }
     }
 }
@@ -868,6 +1017,32 @@ pub enum BreakerConfigError {
         /// The value asked for.
         value: f32,
     },
+    /// The time window's `duration` does not divide into `buckets` buckets
+    /// of a whole number of milliseconds each.
+    BucketsNotWhole {
+        /// The window's duration.
+        duration: Duration,
+        /// The buckets asked for.
+        buckets: usize,
+    },
+    /// The time window's buckets (`duration / buckets`) are shorter than
+    /// the coarsest clock's resolution (1 ms): a clock that moves by the
+    /// millisecond would skip buckets.
+    BucketTooShort {
+        /// One bucket's length.
+        bucket: Duration,
+        /// The shortest bucket accepted.
+        min: Duration,
+    },
+    /// `buckets` is larger than the breaker's bucket capacity (the `B` of
+    /// [`TimeBreaker<C, B>`](super::TimeBreaker); 0 for a count-window
+    /// breaker).
+    BucketsAboveCapacity {
+        /// The buckets asked for.
+        buckets: usize,
+        /// The breaker's bucket capacity.
+        capacity: usize,
+    },
     /// A duration is longer than the breaker's timestamps can hold.
     DurationTooLong {
         /// The setting.
@@ -903,6 +1078,9 @@ impl BreakerConfigError {
             | BreakerConfigError::DurationTooLong { field, .. } => field,
             BreakerConfigError::MinimumCallsAboveWindow { .. } => BreakerField::MinimumCalls,
             BreakerConfigError::WindowAboveCapacity { .. } => BreakerField::WindowSize,
+            BreakerConfigError::BucketsNotWhole { .. }
+            | BreakerConfigError::BucketTooShort { .. }
+            | BreakerConfigError::BucketsAboveCapacity { .. } => BreakerField::WindowBuckets,
         }
     }
 
@@ -927,6 +1105,10 @@ impl BreakerConfigError {
                     BreakerField::ConsecutiveFailures => {
                         m.str("1 to ");
                         m.uint(MAX_WINDOW as u64);
+                    }
+                    BreakerField::WindowBuckets => {
+                        m.str("1 to ");
+                        m.uint(MAX_BUCKETS as u64);
                     }
                     _ => {
                         m.str("above zero, up to ");
@@ -978,6 +1160,27 @@ impl BreakerConfigError {
                 m.float(value * 100.0);
                 m.str(" %); allowed: ");
                 m.str(THRESHOLD_RANGE);
+            }
+            BreakerConfigError::BucketsNotWhole { duration, buckets } => {
+                m.str("window_buckets is ");
+                m.uint(buckets as u64);
+                m.str(", which does not divide window_duration (");
+                m.duration(duration);
+                m.str(") into whole milliseconds; allowed: a divisor of it in ms");
+            }
+            BreakerConfigError::BucketTooShort { bucket, min } => {
+                m.str("window_buckets makes buckets of ");
+                m.duration(bucket);
+                m.str("; allowed: buckets of at least ");
+                m.duration(min);
+                m.str(" (fewer buckets, or a longer window)");
+            }
+            BreakerConfigError::BucketsAboveCapacity { buckets, capacity } => {
+                m.str("window_buckets is ");
+                m.uint(buckets as u64);
+                m.str("; allowed: 1 to the breaker's bucket capacity B (");
+                m.uint(capacity as u64);
+                m.str(")");
             }
             BreakerConfigError::DurationTooLong { field, value, max } => {
                 m.str(field.name());

@@ -5,7 +5,7 @@
 
 use core::time::Duration;
 
-use super::config::KIND_CONSECUTIVE;
+use super::config::{KIND_CONSECUTIVE, KIND_TIME};
 use super::error::Rejection;
 use super::permit::Raw;
 use super::state::{OnTransition, State, Transition, Tripped};
@@ -372,15 +372,29 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             }
         }
         if self.config.kind() == KIND_CONSECUTIVE {
-            return self.record_run(s, raw, failed || (slow && self.config.slow_is_failure));
+            return self.record_run(
+                s,
+                raw,
+                failed || (slow && self.config.slow_calls_are_failures()),
+            );
         }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
-        let recorded =
+        let recorded = if self.config.kind() == KIND_TIME {
+            self.window.record_time(
+                raw.gen(),
+                kind,
+                self.now().as_nanos(),
+                self.config.time_spec(),
+                self.config.minimum_calls as usize,
+                || self.current(raw.gen()),
+            )
+        } else {
             self.window
                 .record(raw.gen(), kind, self.config.window_size as usize, || {
                     self.current(raw.gen())
-                });
+                })
+        };
         let Some(recorded) = recorded else {
             return Landed::Stale;
         };
@@ -421,7 +435,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             return Landed::Stale;
         };
         if word::state(s) == CLOSED {
-            if run >= self.config.param as usize {
+            if run >= self.config.param() {
                 self.trip(
                     s,
                     Counts {

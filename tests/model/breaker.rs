@@ -58,6 +58,9 @@ pub enum Win {
         failures: usize,
         slow_is_failure: bool,
     },
+    /// The outcomes of the last `bucket_ms * buckets` ms, in buckets of
+    /// `bucket_ms`: the current bucket and the `buckets - 1` before it.
+    Time { bucket_ms: u64, buckets: usize },
 }
 
 impl Cfg {
@@ -91,6 +94,9 @@ impl Cfg {
                 b = b
                     .consecutive_failures(failures)
                     .slow_calls_are_failures(slow_is_failure)
+            }
+            Win::Time { bucket_ms, buckets } => {
+                b = b.time_window(Duration::from_millis(bucket_ms * buckets as u64), buckets)
             }
         }
         b.build()
@@ -208,6 +214,8 @@ struct ModelPermit {
 struct Entry {
     failed: bool,
     slow: bool,
+    /// ns: when it was recorded (the time window's bucket).
+    at: u64,
 }
 
 /// The model's `metrics()`.
@@ -397,8 +405,12 @@ impl Model {
                 }
             }
             Phase::Closed => {
-                self.push(Entry { failed, slow });
-                if self.trips() {
+                self.push(Entry {
+                    failed,
+                    slow,
+                    at: now,
+                });
+                if self.checks(failed || slow) && self.trips() {
                     self.transition(Phase::Open { opened_at: now }, now);
                 }
             }
@@ -413,7 +425,11 @@ impl Model {
                     let (_, slow_is_failure) = self.consecutive().unwrap();
                     failed || (slow && slow_is_failure)
                 } else {
-                    self.push(Entry { failed, slow });
+                    self.push(Entry {
+                        failed,
+                        slow,
+                        at: now,
+                    });
                     failed || slow
                 };
                 if fails {
@@ -461,8 +477,31 @@ impl Model {
         self.run
     }
 
+    /// Whether the rates are checked after an outcome: always for the count
+    /// window; for the time window after a failure or slow call, and after
+    /// a plain success while its bucket holds at most `minimum_calls`
+    /// calls (the only times a success can trip it: reaching the minimum,
+    /// or the first call of a new bucket, when the oldest has left).
+    fn checks(&self, failed_or_slow: bool) -> bool {
+        match self.cfg.window {
+            Win::Time { bucket_ms, .. } if !failed_or_slow => {
+                let epoch = |at: u64| at / (bucket_ms * MS);
+                let now = epoch(self.now);
+                let in_bucket = self.window.iter().filter(|e| epoch(e.at) == now).count();
+                in_bucket <= self.cfg.minimum_calls
+            }
+            _ => true,
+        }
+    }
+
     fn push(&mut self, e: Entry) {
         self.window.push_back(e);
+        if let Win::Time { bucket_ms, buckets } = self.cfg.window {
+            // Keep only what is still in the window.
+            let first = (self.now / (bucket_ms * MS)).saturating_sub(buckets as u64 - 1);
+            self.window.retain(|e| e.at / (bucket_ms * MS) >= first);
+            return;
+        }
         if self.window.len() > self.cfg.window_size {
             self.window.pop_front();
         }
@@ -472,9 +511,16 @@ impl Model {
         if self.consecutive().is_some() {
             return (self.run, self.run, 0);
         }
-        let calls = self.window.len();
-        let failed = self.window.iter().filter(|e| e.failed).count();
-        let slow = self.window.iter().filter(|e| e.slow).count();
+        let live = |e: &&Entry| match self.cfg.window {
+            Win::Time { bucket_ms, buckets } => {
+                let first = (self.now / (bucket_ms * MS)).saturating_sub(buckets as u64 - 1);
+                e.at / (bucket_ms * MS) >= first
+            }
+            _ => true,
+        };
+        let calls = self.window.iter().filter(live).count();
+        let failed = self.window.iter().filter(live).filter(|e| e.failed).count();
+        let slow = self.window.iter().filter(live).filter(|e| e.slow).count();
         (calls, failed, slow)
     }
 
