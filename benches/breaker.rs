@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use futures_lite::future::block_on;
-use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
 use watertight::breaker::TimeBreaker;
+use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
 use watertight::{BreakerConfig, CallError, CircuitBreaker};
 
 /// Ours, as benched: the window's capacity `N` is 64 (the default window
