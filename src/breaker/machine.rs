@@ -371,16 +371,16 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                 Expiry::Not => {}
             }
         }
-        if self.config.kind() == KIND_CONSECUTIVE {
-            return self.record_run(
-                s,
-                raw,
-                failed || (slow && self.config.slow_calls_are_failures()),
-            );
-        }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
-        let recorded = if self.config.kind() == KIND_TIME {
+        // Only a breaker with bucket storage compiles the time window's code
+        // (`BUCKETS` is a constant of the storage type).
+        let consecutive = self.config.kind() == KIND_CONSECUTIVE;
+        // A slow success fails a consecutive run only if told so.
+        let fails = failed || (slow && (!consecutive || self.config.slow_calls_are_failures()));
+        let recorded = if <W as super::window::sealed::Slots>::BUCKETS > 0
+            && self.config.kind() == KIND_TIME
+        {
             self.window.record_time(
                 raw.gen(),
                 kind,
@@ -390,10 +390,15 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                 || self.current(raw.gen()),
             )
         } else {
+            // The count window, or (a size of 0) the consecutive run, which
+            // takes an outcome as a failure or a success.
+            let (kind, size) = if consecutive {
+                (Kind::new(fails, false), 0)
+            } else {
+                (kind, self.config.window_size as usize)
+            };
             self.window
-                .record(raw.gen(), kind, self.config.window_size as usize, || {
-                    self.current(raw.gen())
-                })
+                .record(raw.gen(), kind, size, || self.current(raw.gen()))
         };
         let Some(recorded) = recorded else {
             return Landed::Stale;
@@ -406,11 +411,11 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             }
             return Landed::Yes;
         }
-        self.decide_probe(s, raw, failed || slow)
+        self.decide_probe(s, raw, fails)
     }
 
     /// Opens the closed breaker of word `s` on the window's `counts`.
-    #[inline(never)]
+    #[inline(always)]
     fn trip(&self, s: u32, counts: Counts) {
         let tripped = Tripped {
             window: self.config.window(),
@@ -421,37 +426,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         let _ = self.transition_why(s, word::next(s, OPEN), self.now(), Some(tripped));
     }
 
-    /// Consecutive failures: the outcome of a permit of the closed or
-    /// half-open word `s` (`failed` already says whether a slow success
-    /// counts). In Closed it lengthens or ends the run, and a run of
-    /// `consecutive` trips; in HalfOpen it is recorded in the run (for
-    /// metrics) and decides the probe as the count window's probes decide.
-    #[inline(never)]
-    fn record_run(&self, s: u32, raw: Raw, failed: bool) -> Landed {
-        let Some(run) = self
-            .window
-            .record_run(raw.gen(), failed, || self.current(raw.gen()))
-        else {
-            return Landed::Stale;
-        };
-        if word::state(s) == CLOSED {
-            if run >= self.config.param() {
-                self.trip(
-                    s,
-                    Counts {
-                        calls: run,
-                        failures: run,
-                        slow: 0,
-                    },
-                );
-            }
-            return Landed::Yes;
-        }
-        self.decide_probe(s, raw, failed)
-    }
-
     /// A half-open probe of word `s`: it decides the episode, or adds to
-    /// its successes. `failed` is a failure, or a slow call.
+    /// its successes. `failed` is a failure, or a slow call (for
+    /// consecutive failures, one that counts as a failure).
+    #[inline(always)]
     fn decide_probe(&self, mut s: u32, raw: Raw, failed: bool) -> Landed {
         loop {
             if word::gen(s) != raw.gen() {
@@ -515,6 +493,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// Whether the window's numbers trip the breaker.
     #[inline]
     fn trips(&self, c: Counts) -> bool {
+        if self.config.kind() == KIND_CONSECUTIVE {
+            return c.failures >= self.config.param();
+        }
         let calls = c.calls as u64;
         if calls == 0 || calls < self.config.minimum_calls as u64 {
             return false;

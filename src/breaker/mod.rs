@@ -505,7 +505,7 @@ impl<C, const N: usize, H, W: WindowStorage> CircuitBreaker<C, N, H, W> {
                 capacity: N,
             });
         }
-        let capacity = W::bucket_capacity();
+        let capacity = <W as window::sealed::Slots>::BUCKETS;
         if config.buckets_needed() > capacity {
             return Err(BreakerConfigError::BucketsAboveCapacity {
                 buckets: config.buckets_needed(),
@@ -828,7 +828,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         let rated = self.config.kind() != config::KIND_CONSECUTIVE;
         let counts = if fresh {
             Counts::default()
-        } else if self.config.kind() == config::KIND_TIME {
+        } else if <W as window::sealed::Slots>::BUCKETS > 0
+            && self.config.kind() == config::KIND_TIME
+        {
             self.window
                 .time_counts(self.now().as_nanos(), self.config.time_spec())
         } else if !rated {

@@ -209,11 +209,10 @@ pub(crate) mod sealed {
         fn for_window(window_size: usize, buckets: usize) -> Self
         where
             Self: Sized;
-        /// The most buckets this storage can hold.
+        /// The most buckets this storage can hold: a constant, so that a
+        /// breaker whose storage has none compiles no time-window code.
         #[doc(hidden)]
-        fn bucket_capacity() -> usize
-        where
-            Self: Sized;
+        const BUCKETS: usize;
     }
 }
 
@@ -258,9 +257,7 @@ impl<const N: usize, const B: usize> sealed::Slots for Inline<N, B> {
         Inline(empty_slots::<N>(), empty_buckets::<B>())
     }
 
-    fn bucket_capacity() -> usize {
-        B
-    }
+    const BUCKETS: usize = B;
 }
 
 impl<const N: usize, const B: usize> WindowStorage for Inline<N, B> {}
@@ -323,9 +320,7 @@ impl sealed::Slots for Heap {
         )
     }
 
-    fn bucket_capacity() -> usize {
-        super::time::MAX_BUCKETS
-    }
+    const BUCKETS: usize = super::time::MAX_BUCKETS;
 }
 
 #[cfg(feature = "alloc")]
@@ -498,6 +493,32 @@ impl<W: WindowStorage> Window<W> {
                 }
                 continue;
             }
+            // A `window_size` of 0 is consecutive failures: no slot, the run
+            // in the index field (up to 1023), an empty run the full bit (so
+            // that the closed path's inline check takes a success into it as
+            // it is); a plain success ends the run, anything else lengthens
+            // it. One CAS on the window word.
+            if window_size == 0 {
+                let run = (w >> IDX_SHIFT) & IDX_MASK;
+                let (next, after) = if plain {
+                    (tag | FULL_BIT, 0)
+                } else {
+                    let n = (run + 1).min(IDX_MASK);
+                    (tag | (n << IDX_SHIFT), n)
+                };
+                if next != w {
+                    if let Err(now) = self.word.compare_exchange_weak(w, next, AcqRel, Acquire) {
+                        w = now;
+                        continue;
+                    }
+                }
+                let after = after as usize;
+                return Some(Recorded::Counted(Counts {
+                    calls: after,
+                    failures: after,
+                    slow: 0,
+                }));
+            }
             // A full window of plain successes does not change with one more.
             if plain && Self::all_plain(w, window_size) {
                 return Some(Recorded::Unchanged);
@@ -558,55 +579,10 @@ impl<W: WindowStorage> Window<W> {
 impl<W: WindowStorage> Window<W> {
     /// Consecutive failures: the failures in a row so far (the window
     /// word's index field; its full bit says the run is empty, so that the
-    /// closed path's inline check takes a success into it as it is).
+    /// closed path's inline check takes a success into it as it is). See
+    /// [`record`](Self::record) with a `window_size` of 0.
     pub(crate) fn run(&self) -> usize {
         ((self.word.load(Acquire) >> IDX_SHIFT) & IDX_MASK) as usize
-    }
-
-    /// Consecutive failures: records one outcome of generation `gen`, a
-    /// failure of the run if `failed`, else a success that ends it. Returns
-    /// the run after it, or `None` when the window no longer belongs to
-    /// `gen` (a stale outcome). One CAS on the window word, no slot: the
-    /// run is the word's index field (up to 1023), and an empty run sets
-    /// the full bit, so that [`takes_plain_success_as_is`] with a run of 0
-    /// takes a success into it without a write.
-    ///
-    /// [`takes_plain_success_as_is`]: Window::takes_plain_success_as_is
-    pub(crate) fn record_run(
-        &self,
-        gen: u32,
-        failed: bool,
-        current: impl Fn() -> bool,
-    ) -> Option<usize> {
-        let tag = tag_of(gen);
-        let mut w = self.word.load(Acquire);
-        loop {
-            if !Self::open_to(w, tag) {
-                if w & TAG_MASK == tag || !current() {
-                    return None;
-                }
-                self.install(gen, &current);
-                w = self.word.load(Acquire);
-                if !Self::open_to(w, tag) {
-                    return None;
-                }
-                continue;
-            }
-            let run = (w >> IDX_SHIFT) & IDX_MASK;
-            let (next, after) = if failed {
-                let n = (run + 1).min(IDX_MASK);
-                (tag | (n << IDX_SHIFT), n)
-            } else {
-                (tag | FULL_BIT, 0)
-            };
-            if next == w {
-                return Some(after as usize);
-            }
-            match self.word.compare_exchange_weak(w, next, AcqRel, Acquire) {
-                Ok(_) => return Some(after as usize),
-                Err(now) => w = now,
-            }
-        }
     }
 }
 
