@@ -7,7 +7,7 @@
 //!
 //! | group | what |
 //! |---|---|
-//! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'); peers `.call(\|\| Ok(()))` |
+//! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'; `watertight-time` and `watertight-time-coarse`, the same call on a 60 s time window of 10 buckets on `StdClock` and on `CoarseClock`; `watertight-consecutive`, on 5 consecutive failures); peers `.call(\|\| Ok(()))` |
 //! | `breaker/forms/sync` | ours only (also timed in interleaved rounds with `WT_FORMS_ROUNDS=41`, and counted in instructions by `scripts/forms_instructions.py`), one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use futures_lite::future::block_on;
+use watertight::breaker::TimeBreaker;
 use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
 use watertight::{BreakerConfig, CallError, CircuitBreaker};
 
@@ -143,10 +144,49 @@ fn sync_peers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::Wall
     g.bench_function("failsafe-consecutive", |b| b.iter(|| failsafe_once(&fs)));
 }
 
+/// Ours with a sliding time window: a minute in 10 buckets (resilience4j's
+/// time-based default shape), on the given clock.
+fn ours_time<C: watertight::clock::Clock>(clock: C) -> TimeBreaker<C, 10> {
+    let config = BreakerConfig::builder()
+        .time_window(Duration::from_secs(60), 10)
+        .build()
+        .expect("time-window config");
+    TimeBreaker::new("bench", config, clock)
+}
+
+/// Ours tripping on 5 failures in a row (failsafe's consecutive policy).
+fn ours_consecutive() -> CircuitBreaker<StdClock, 1> {
+    let config = BreakerConfig::builder()
+        .consecutive_failures(5)
+        .build()
+        .expect("consecutive config");
+    CircuitBreaker::new("bench", config, StdClock)
+}
+
+#[inline]
+fn ours_time_once<C: watertight::clock::Clock>(b: &TimeBreaker<C, 10>) {
+    black_box(b).try_acquire().unwrap().success();
+}
+
+#[inline]
+fn ours_consecutive_once(b: &CircuitBreaker<StdClock, 1>) {
+    black_box(b).try_acquire().unwrap().success();
+}
+
 fn closed_sync(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker/closed/sync");
     let b = ours();
     g.bench_function("watertight", |bn| bn.iter(|| ours_once(&b)));
+    let b = ours_time(StdClock);
+    g.bench_function("watertight-time", |bn| bn.iter(|| ours_time_once(&b)));
+    let b = ours_time(CoarseClock::new());
+    g.bench_function("watertight-time-coarse", |bn| {
+        bn.iter(|| ours_time_once(&b))
+    });
+    let b = ours_consecutive();
+    g.bench_function("watertight-consecutive", |bn| {
+        bn.iter(|| ours_consecutive_once(&b))
+    });
     let b = ours();
     g.bench_function("watertight-call", |bn| {
         bn.iter(|| black_box(ours_call(black_box(&b), trivial)).unwrap())
@@ -303,6 +343,29 @@ fn count_instructions(form: &str) {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
+    // The other windows' closed calls, each as `untimed` is the count
+    // window's (`ours_once`).
+    match form {
+        "time" => {
+            let b = ours_time(StdClock);
+            let f = black_box(ours_time_once::<StdClock> as fn(&TimeBreaker<StdClock, 10>));
+            (0..1000 + calls).for_each(|_| f(&b));
+            return;
+        }
+        "time-coarse" => {
+            let b = ours_time(CoarseClock::new());
+            let f = black_box(ours_time_once::<CoarseClock> as fn(&TimeBreaker<CoarseClock, 10>));
+            (0..1000 + calls).for_each(|_| f(&b));
+            return;
+        }
+        "consecutive" => {
+            let b = ours_consecutive();
+            let f = black_box(ours_consecutive_once as fn(&CircuitBreaker<StdClock, 1>));
+            (0..1000 + calls).for_each(|_| f(&b));
+            return;
+        }
+        _ => {}
+    }
     if form == "coarse" {
         let b: CircuitBreaker<CoarseClock, 64> =
             CircuitBreaker::new("bench", timed_config(), CoarseClock::new());

@@ -50,6 +50,9 @@ EXPECTED=(
     '^ok   breaker: [0-9]+ ms after opening, state open$'
     '^ok   breaker: once the retry hint has passed \([0-9]+ ms after opening\), state half_open$'
     '^ok   breaker: 2 good probes: state half_open after the first, closed after the second$'
+    '^ok   time breaker: 3 of 3 calls in 200 ms failed, state open$'
+    '^ok   time breaker: after the open wait a good probe: state closed$'
+    '^ok   time breaker: 2 failures, 200 ms, 2 more: state closed, 2 calls in the window$'
     '^ok   deadline: a 100 ms call under a 20 ms deadline: cut after [0-9]+ ms$'
     '^ok   deadline: a 5 ms call under a 20 ms deadline returned Ok\(7\)$'
     '^ok   rate: a burst of 3 admitted at once, the 4th refused: rate limited: retry after 100ms$'
@@ -57,7 +60,7 @@ EXPECTED=(
     '^ok   rate: a 50 ms wait for a cell 100 ms away refused at once \(after 0 ms\): rate limited: retry after 100ms$'
     '^ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell.s instant \(after [0-9]+ ms, deadline 150 ms\)$'
     '^ok   rate: 5 admitted \(1 after a wait\), 4 refused, 0 cancelled, 0 waiting$'
-    '^scenario: 18 checks passed, 0 failed, [0-9]+ ms of embassy time$'
+    '^scenario: 21 checks passed, 0 failed, [0-9]+ ms of embassy time$'
 )
 
 command -v "$QEMU" >/dev/null || {

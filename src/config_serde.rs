@@ -104,7 +104,7 @@ use core::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer, Unexpected, Visitor};
 
-use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
+use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField, BreakerWindow};
 use crate::policy::{PolicyConfig, PolicyConfigError, PolicyField};
 use crate::rate::{Quota, QuotaError};
 use crate::retry::{RetryConfig, RetryConfigError};
@@ -121,6 +121,7 @@ enum Bad {
     NotABool,
     TooLarge,
     Unit,
+    NotAWindow,
 }
 
 impl fmt::Display for Bad {
@@ -135,6 +136,7 @@ impl fmt::Display for Bad {
             Bad::Unit => {
                 "has an unknown unit: write a number of seconds, or use ns, us, ms, s, m or h"
             }
+            Bad::NotAWindow => "must be `count`, `time` or `consecutive`",
         })
     }
 }
@@ -269,6 +271,36 @@ impl FieldValue for bool {
     }
 }
 
+/// Which breaker window (`cb_window`), by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WindowName {
+    Count,
+    Time,
+    Consecutive,
+}
+
+impl FieldValue for WindowName {
+    const EXPECTING: &'static str = "`count`, `time` or `consecutive`";
+    fn from_u64(_: u64) -> Result<Self, Bad> {
+        Err(Bad::NotAWindow)
+    }
+    fn from_f64(_: f64) -> Result<Self, Bad> {
+        Err(Bad::NotAWindow)
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("count") {
+            Ok(WindowName::Count)
+        } else if v.eq_ignore_ascii_case("time") {
+            Ok(WindowName::Time)
+        } else if v.eq_ignore_ascii_case("consecutive") {
+            Ok(WindowName::Consecutive)
+        } else {
+            Err(Bad::NotAWindow)
+        }
+    }
+}
+
 /// `<number>[.<digits>][unit]`, exact to the nanosecond (no float rounding):
 /// `"250ms"`, `"1.5s"`, `"2m"`, `"30"` (seconds).
 fn parse_duration(s: &str) -> Result<Duration, Bad> {
@@ -399,6 +431,11 @@ fields! {
     open_duration: Duration = "open_duration";
     half_open_calls: usize = "half_open_calls";
     max_half_open_wait: Duration = "max_half_open_wait";
+    window: WindowName = "window";
+    consecutive_failures: usize = "consecutive_failures";
+    slow_calls_are_failures: bool = "slow_calls_are_failures";
+    window_duration: Duration = "window_duration";
+    window_buckets: usize = "window_buckets";
 
     cb_window_size: usize = "cb_window_size";
     cb_min_calls: usize = "cb_min_calls";
@@ -408,6 +445,11 @@ fields! {
     cb_open_duration: Duration = "cb_open_duration";
     cb_half_open_calls: usize = "cb_half_open_calls";
     cb_max_half_open_wait: Duration = "cb_max_half_open_wait";
+    cb_window: WindowName = "cb_window";
+    cb_consecutive_failures: usize = "cb_consecutive_failures";
+    cb_slow_calls_are_failures: bool = "cb_slow_calls_are_failures";
+    cb_window_duration: Duration = "cb_window_duration";
+    cb_window_buckets: usize = "cb_window_buckets";
 
     max_concurrent: usize = "max_concurrent";
     pool_size: usize = "pool_size";
@@ -464,6 +506,16 @@ struct RawBreaker {
     half_open_calls: Option<usize>,
     #[serde(default, deserialize_with = "max_half_open_wait")]
     max_half_open_wait: Option<Duration>,
+    #[serde(default, deserialize_with = "window")]
+    window: Option<WindowName>,
+    #[serde(default, deserialize_with = "consecutive_failures")]
+    consecutive_failures: Option<usize>,
+    #[serde(default, deserialize_with = "slow_calls_are_failures")]
+    slow_calls_are_failures: Option<bool>,
+    #[serde(default, deserialize_with = "window_duration")]
+    window_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "window_buckets")]
+    window_buckets: Option<usize>,
 }
 
 impl RawBreaker {
@@ -476,6 +528,11 @@ impl RawBreaker {
             && self.open_duration.is_none()
             && self.half_open_calls.is_none()
             && self.max_half_open_wait.is_none()
+            && self.window.is_none()
+            && self.consecutive_failures.is_none()
+            && self.slow_calls_are_failures.is_none()
+            && self.window_duration.is_none()
+            && self.window_buckets.is_none()
     }
 
     /// Builds through [`BreakerConfig::builder`]; `prefix` is how the
@@ -506,9 +563,70 @@ impl RawBreaker {
         if let Some(d) = self.max_half_open_wait {
             b = b.max_half_open_wait(d);
         }
+        if let Some(yes) = self.slow_calls_are_failures {
+            b = b.slow_calls_are_failures(yes);
+        }
+        // The window: named by `window`, or implied by its own keys. A key
+        // of another window than the one named is refused, not ignored.
+        let timed = self.window_duration.is_some() || self.window_buckets.is_some();
+        let counted = self.consecutive_failures.is_some();
+        let implied = match (counted, timed) {
+            (true, true) => {
+                return Err(E::custom(format_args!(
+                    "`{prefix}consecutive_failures` and `{prefix}window_duration`/`{prefix}window_buckets` \
+                     belong to different windows: set one `{prefix}window`"
+                )))
+            }
+            (true, false) => Some(WindowName::Consecutive),
+            (false, true) => Some(WindowName::Time),
+            (false, false) => None,
+        };
+        let name = match (self.window, implied) {
+            (Some(named), Some(keys)) if named != keys => {
+                let key = match keys {
+                    WindowName::Consecutive => "consecutive_failures",
+                    _ if self.window_buckets.is_some() => "window_buckets",
+                    _ => "window_duration",
+                };
+                let named = match named {
+                    WindowName::Count => "count",
+                    WindowName::Time => "time",
+                    WindowName::Consecutive => "consecutive",
+                };
+                return Err(E::custom(format_args!(
+                    "`{prefix}{key}` is set, but `{prefix}window` is `{named}`: \
+                     name its window, or drop it"
+                )));
+            }
+            (Some(named), _) => named,
+            (None, Some(keys)) => keys,
+            (None, None) => WindowName::Count,
+        };
+        let window = match name {
+            WindowName::Count => BreakerWindow::Count,
+            WindowName::Consecutive => BreakerWindow::Consecutive {
+                failures: self.consecutive_failures.unwrap_or(DEFAULT_CONSECUTIVE),
+            },
+            WindowName::Time => BreakerWindow::Time {
+                duration: self.window_duration.unwrap_or(DEFAULT_TIME_WINDOW),
+                buckets: self.window_buckets.unwrap_or(DEFAULT_BUCKETS),
+            },
+        };
+        b = b.window(window);
         b.build().map_err(|e| breaker_error(prefix, e))
     }
 }
+
+/// The failures in a row a `consecutive` window trips on when the input
+/// names the window but not the count: 5, the run gobreaker's default
+/// allows before it trips on the sixth.
+const DEFAULT_CONSECUTIVE: usize = 5;
+
+/// A `time` window named without its duration: a minute.
+const DEFAULT_TIME_WINDOW: Duration = Duration::from_secs(60);
+
+/// A `time` window named without its buckets: 10.
+const DEFAULT_BUCKETS: usize = 10;
 
 /// The builder's field name as the input spells it.
 fn breaker_key(field: BreakerField) -> &'static str {
@@ -541,6 +659,11 @@ fn breaker_error<E: de::Error>(prefix: &str, e: BreakerConfigError) -> E {
 /// | `open_duration` | duration | 30 s |
 /// | `half_open_calls` | calls | 3 |
 /// | `max_half_open_wait` | duration | no limit |
+/// | `window` | `count`, `time` or `consecutive` | `count` |
+/// | `window_duration` | duration (implies `window = time`) | 60 s |
+/// | `window_buckets` | buckets (implies `window = time`) | 10 |
+/// | `consecutive_failures` | failures in a row (implies `window = consecutive`) | 5 |
+/// | `slow_calls_are_failures` | bool (consecutive: a slow success fails the run) | true |
 ///
 /// Thresholds are percent (`30` is 30 %; `0.3` is refused with a hint). A
 /// duration is a number of seconds (`30`, `0.25`) or a string with a unit
@@ -704,6 +827,16 @@ struct RawPolicy {
     cb_half_open_calls: Option<usize>,
     #[serde(default, deserialize_with = "cb_max_half_open_wait")]
     cb_max_half_open_wait: Option<Duration>,
+    #[serde(default, deserialize_with = "cb_window")]
+    cb_window: Option<WindowName>,
+    #[serde(default, deserialize_with = "cb_consecutive_failures")]
+    cb_consecutive_failures: Option<usize>,
+    #[serde(default, deserialize_with = "cb_slow_calls_are_failures")]
+    cb_slow_calls_are_failures: Option<bool>,
+    #[serde(default, deserialize_with = "cb_window_duration")]
+    cb_window_duration: Option<Duration>,
+    #[serde(default, deserialize_with = "cb_window_buckets")]
+    cb_window_buckets: Option<usize>,
 
     #[serde(default, deserialize_with = "retry_max_attempts")]
     retry_max_attempts: Option<u32>,
@@ -739,6 +872,11 @@ impl RawPolicy {
             open_duration: self.cb_open_duration,
             half_open_calls: self.cb_half_open_calls,
             max_half_open_wait: self.cb_max_half_open_wait,
+            window: self.cb_window,
+            consecutive_failures: self.cb_consecutive_failures,
+            slow_calls_are_failures: self.cb_slow_calls_are_failures,
+            window_duration: self.cb_window_duration,
+            window_buckets: self.cb_window_buckets,
         };
         let breaker =
             match self.breaker {

@@ -12,7 +12,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use futures_lite::future;
-use watertight::breaker::{BreakerConfigBuilder, BreakerField, OnTransition, State, Transition};
+use watertight::breaker::{
+    BreakerConfigBuilder, BreakerField, BreakerWindow, OnTransition, State, Transition, Tripped,
+};
 use watertight::clock::{Clock, Instant, ManualClock, StdClock};
 use watertight::{
     BreakerConfig, BreakerConfigError, CallError, CircuitBreaker, Outcome, Rejection,
@@ -1316,6 +1318,13 @@ fn listener_sees_every_transition_exactly_once() {
         from,
         to,
         at: at(ms * MS),
+        // The two trips say what the count window held: 2 of 2 failed.
+        tripped: (from == Closed && to == Open).then_some(Tripped {
+            window: BreakerWindow::Count,
+            calls: 2,
+            failures: 2,
+            slow: 0,
+        }),
     });
     assert_eq!(*log.borrow(), expected);
 }

@@ -57,6 +57,21 @@
 //! steps chosen relative to the case's config so that the boundaries (slow
 //! duration, open wait, half-open limit, each ± 1 ms) are hit often.
 //!
+//! Consecutive failures (`every_operation_consecutive`,
+//! `open_half_open_cycles_consecutive`): the model keeps the run of failures
+//! (a failure, or a slow success when slow calls are failures, lengthens
+//! it; any other success ends it; at most 1023), trips at the configured
+//! length, records half-open probes in the run too, and shows the run as
+//! `calls` and `failed_calls` with no rates.
+//!
+//! The time window (`every_operation_time`, `open_half_open_cycles_time`):
+//! the model keeps every outcome with the instant it was recorded; the
+//! window at any moment is the outcomes whose bucket (`instant / bucket`) is
+//! the current one or one of the `buckets - 1` before it; the rates are
+//! checked after a failure or slow call, and after a plain success while its
+//! bucket holds at most `minimum_calls` calls; `metrics()` reads the window
+//! at the clock's time, open or not.
+//!
 //! Two properties: `every_operation` (operator switches included) and
 //! `open_half_open_cycles` (no `force_open`/`disable`, more clock steps and
 //! successes, so many Closed → Open → HalfOpen → Open/Closed cycles per
@@ -77,7 +92,7 @@ mod model;
 
 use std::time::Duration;
 
-use model::{run, Breaker, Cfg, Op, Step, MS};
+use model::{run, Breaker, Cfg, Op, Step, Win, MS};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -131,8 +146,34 @@ fn cfgs_of(
                     open_ms,
                     half_open_calls,
                     max_wait_ms,
+                    window: Win::Count,
                 },
             )
+    })
+}
+
+/// Time-window cases: the count window's settings (its size unused; the
+/// minimum up to 8) with 1 to 5 buckets of 1 to 20 ms.
+fn time_cfgs() -> impl Strategy<Value = Cfg> {
+    (cfgs(), 1..=20u64, 1..=5usize, 1..=8usize).prop_map(
+        |(cfg, bucket_ms, buckets, minimum_calls)| Cfg {
+            window: Win::Time { bucket_ms, buckets },
+            minimum_calls,
+            ..cfg
+        },
+    )
+}
+
+/// Consecutive-failure cases: the count window's settings (unused but
+/// for the open wait, probes, slow duration and half-open limit) with a
+/// run of 1 to 5 failures, slow successes counted or not.
+fn consecutive_cfgs() -> impl Strategy<Value = Cfg> {
+    (cfgs(), 1..=5usize, any::<bool>()).prop_map(|(cfg, failures, slow_is_failure)| Cfg {
+        window: Win::Consecutive {
+            failures,
+            slow_is_failure,
+        },
+        ..cfg
     })
 }
 
@@ -288,6 +329,31 @@ proptest! {
     }
 
     /// `every_operation` on the heap breaker (the window sized at run time).
+    /// Consecutive failures, every operation (inline, on a one-slot breaker:
+    /// the window needs none).
+    #[test]
+    fn every_operation_consecutive(cfg in consecutive_cfgs(), ops in ops(ALL)) {
+        run::<1, Inline<1>>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// Consecutive failures, many open / half-open cycles, on the heap.
+    #[test]
+    fn open_half_open_cycles_consecutive(cfg in consecutive_cfgs(), ops in ops(CYCLE)) {
+        run::<HEAP, Heap>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// The time window, every operation (inline, eight buckets' room).
+    #[test]
+    fn every_operation_time(cfg in time_cfgs(), ops in ops(ALL)) {
+        run::<1, Inline<1, 8>>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// The time window, many open / half-open cycles, on the heap.
+    #[test]
+    fn open_half_open_cycles_time(cfg in time_cfgs(), ops in ops(CYCLE)) {
+        run::<HEAP, Heap>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
     #[test]
     fn every_operation_heap(cfg in cfgs(), ops in ops(ALL)) {
         run::<HEAP, Heap>(cfg, &ops).map_err(|m| TestCaseError::fail(m.0))?;
@@ -323,6 +389,7 @@ fn shrunk_cfg(open_ms: u64) -> Cfg {
         open_ms,
         half_open_calls: 1,
         max_wait_ms: Some(1),
+        window: Win::Count,
     }
 }
 

@@ -1537,6 +1537,157 @@ mod breaker {
             s.assert_generations_match_log();
         });
     }
+
+    // ---- consecutive failures: the run in the window word ----------------
+
+    fn consecutive(n: usize) -> BreakerConfig {
+        BreakerConfig::builder()
+            .consecutive_failures(n)
+            .open_duration(OPEN_WAIT)
+            .build()
+            .unwrap()
+    }
+
+    /// Two failures recorded at once make a run of two: the breaker opens
+    /// exactly once, and the listener hears the run it tripped on.
+    #[test]
+    fn consecutive_two_failures_at_once_trip_once() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(2));
+            let t = spawn(&s, |s| s.b.try_acquire().expect("closed").failure());
+            s.b.try_acquire().expect("closed").failure();
+            t.join().unwrap();
+            s.log.assert_made(&[(State::Closed, State::Open)]);
+            let tripped = s.log.0.lock().unwrap()[0]
+                .tripped
+                .expect("the window tripped");
+            assert_eq!((tripped.calls, tripped.failures), (2, 2));
+            assert_eq!(s.b.metrics().failed_calls, 2);
+        });
+    }
+
+    /// A failure and a success at once, after one failure: the run ends
+    /// at 0 (the success last) or 2, and trips exactly when it reaches 2.
+    #[test]
+    fn consecutive_success_races_a_failure() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(2));
+            s.b.try_acquire().expect("closed").failure();
+            let t = spawn(&s, |s| s.b.try_acquire().map(|p| p.success()).is_ok());
+            let failed = s.b.try_acquire().map(|p| p.failure()).is_ok();
+            let succeeded = t.join().unwrap();
+            let opened = s.log.count(State::Closed, State::Open);
+            let run = s.b.metrics().failed_calls;
+            match opened {
+                // The failure came right after the first: a run of 2
+                // tripped. (The success may still land in the run before the
+                // trip freezes the window, which then shows 0: it was taken
+                // and recorded in the closed generation.)
+                1 => {
+                    assert!(failed);
+                    let t = s.log.0.lock().unwrap()[0].tripped.expect("tripped");
+                    assert_eq!(t.failures, 2);
+                }
+                0 => {
+                    assert!(succeeded, "only a success stops a run of two");
+                    assert!(run <= 1, "run {run}");
+                }
+                n => panic!("opened {n} times"),
+            }
+            s.assert_generations_match_log();
+        });
+    }
+
+    /// A failure recorded while the breaker is reset: it lands in the old
+    /// run (which the reset empties) or is stale; never in the new run.
+    #[test]
+    fn consecutive_failure_races_a_reset() {
+        deep_model(|| {
+            let s = shared::<1>(consecutive(3));
+            s.b.try_acquire().expect("closed").failure();
+            let t = spawn_taken_then(&s, |p| p.failure());
+            s.b.reset();
+            t.join().unwrap();
+            let m = s.b.metrics();
+            assert_eq!(m.failed_calls, 0, "{m:?}");
+            assert!(m.stale <= 1, "{m:?}");
+            assert_eq!(s.log.len(), 0);
+        });
+    }
+
+    // ---- the time window: bucket rollover racing a record ----------------
+
+    type TimeShared = Arc<(watertight::breaker::TimeBreaker<ManualClock, 3, Log>, Log)>;
+
+    fn time_breaker(buckets: usize, minimum: usize) -> TimeShared {
+        let log = Log::default();
+        let config = BreakerConfig::builder()
+            .time_window(Duration::from_secs(buckets as u64), buckets)
+            .minimum_calls(minimum)
+            .failure_rate_threshold(50.0)
+            .open_duration(OPEN_WAIT)
+            .build()
+            .unwrap();
+        let b = CircuitBreaker::try_with_listener("loom", config, ManualClock::new(), log.clone())
+            .unwrap();
+        Arc::new((b, log))
+    }
+
+    /// Two calls of a new second race, and the first of them rolls the
+    /// bucket of three seconds earlier over (its failure leaves the window)
+    /// while the other records into it: whichever clears it, the old
+    /// failure never counts again and neither new outcome is lost.
+    #[test]
+    fn time_bucket_rollover_races_a_record() {
+        model(|| {
+            let s = time_breaker(3, 3);
+            let b = &s.0;
+            b.try_acquire().unwrap().failure(); // second 0
+            b.clock().advance(Duration::from_secs(1));
+            b.try_acquire().unwrap().success(); // second 1
+            b.clock().advance(Duration::from_secs(2)); // second 3: bucket 0 again
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || s.0.try_acquire().unwrap().failure())
+            };
+            b.try_acquire().unwrap().success();
+            t.join().unwrap();
+            let m = b.metrics();
+            // Seconds 1..=3: one success, then the two new outcomes.
+            assert_eq!((m.calls, m.failed_calls), (3, 1), "{m:?}");
+            assert_eq!(s.1.len(), 0, "1 of 3 is under 50 %: never tripped");
+        });
+    }
+
+    /// After a whole window idle, two failures of the same second race:
+    /// the first sweeps every counter into a new era while the other
+    /// records; they trip the breaker once, on the two of them.
+    #[test]
+    fn time_idle_sweep_races_a_record() {
+        model(|| {
+            let s = time_breaker(3, 2);
+            let b = &s.0;
+            b.try_acquire().unwrap().failure();
+            b.clock().advance(Duration::from_secs(10));
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || s.0.try_acquire().unwrap().failure())
+            };
+            b.try_acquire().unwrap().failure();
+            t.join().unwrap();
+            s.1.assert_made(&[(State::Closed, State::Open)]);
+            // The trip may see the other failure's call before its failure
+            // (it counts as a success for that instant: 1 of 2 is 50 %).
+            let tripped = s.1 .0.lock().unwrap()[0]
+                .tripped
+                .expect("the window tripped");
+            assert_eq!(tripped.calls, 2, "{tripped:?}");
+            assert!(tripped.failures >= 1, "{tripped:?}");
+            // The frozen window shows both, and the old failure in neither.
+            let m = b.metrics();
+            assert_eq!((m.calls, m.failed_calls, m.stale), (2, 2, 0), "{m:?}");
+        });
+    }
 }
 
 /// The retry budget: two callers failing at once never get more retries

@@ -12,7 +12,7 @@ mod model;
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use model::{Cfg, Op, Step};
+use model::{Cfg, Op, Step, Win};
 use watertight::breaker::{Heap, Inline};
 use watertight::{BreakerConfig, Outcome};
 
@@ -23,6 +23,8 @@ fn cfg(u: &mut Unstructured<'_>) -> Result<Cfg> {
     let window_size = u.int_in_range(1..=8usize)?;
     Ok(Cfg {
         window_size,
+        // (A time window takes a minimum above `window_size` too; the
+        // model's cases keep to it.)
         minimum_calls: u.int_in_range(1..=window_size)?,
         failure_pct: u.int_in_range(2..=100u64)?,
         slow_ms: if u.arbitrary()? {
@@ -37,6 +39,22 @@ fn cfg(u: &mut Unstructured<'_>) -> Result<Cfg> {
             Some(u.int_in_range(1..=60u64)?)
         } else {
             None
+        },
+        window: window(u)?,
+    })
+}
+
+/// Which window: the count window half the time, else the others.
+fn window(u: &mut Unstructured<'_>) -> Result<Win> {
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 | 1 => Win::Count,
+        2 => Win::Time {
+            bucket_ms: u.int_in_range(1..=20u64)?,
+            buckets: u.int_in_range(1..=8usize)?,
+        },
+        _ => Win::Consecutive {
+            failures: u.int_in_range(1..=5usize)?,
+            slow_is_failure: u.arbitrary()?,
         },
     })
 }
@@ -85,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => break,
         }
     }
-    if let Err(m) = model::run::<8, Inline<8>>(cfg, &ops) {
+    if let Err(m) = model::run::<8, Inline<8, 8>>(cfg, &ops) {
         panic!("inline breaker, {cfg:?}: {m}");
     }
     if let Err(m) = model::run::<{ BreakerConfig::MAX_WINDOW_SIZE }, Heap>(cfg, &ops) {

@@ -3,6 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use super::time::{MAX_BUCKETS, MIN_BUCKET_NS};
 use super::window::MAX_WINDOW;
 use super::word::{MAX_DURATION_NS, MAX_PROBES};
 
@@ -73,7 +74,106 @@ pub struct BreakerConfig {
     /// Nanoseconds; 0 = no limit.
     pub(crate) max_half_open_ns: u64,
     pub(crate) half_open_calls: u8,
+    /// Which window judges the closed state (`KIND_*`), and
+    /// [`SLOW_IS_FAILURE`] (consecutive failures: a slow success counts as a
+    /// failure).
+    pub(crate) kind: u8,
+    /// The run of plain successes after which one more changes nothing:
+    /// `window_size` for the count window, 0 for consecutive failures (a
+    /// success into a run of none changes nothing), never for the time
+    /// window. Read by the closed path's inline check, which is the same
+    /// for every kind.
+    pub(crate) plain_run: u16,
+    /// The time window: one bucket's length in milliseconds.
+    pub(crate) bucket_ms: u32,
 }
+
+/// The flag of [`BreakerConfig::kind`] for `slow_calls_are_failures`.
+pub(crate) const SLOW_IS_FAILURE: u8 = 0x10;
+
+/// Which window a [`BreakerConfig`] judges the closed state by.
+///
+/// | window | trips when | pick it for |
+/// |---|---|---|
+/// | [`Count`](Self::Count) (the default) | the last `window_size` outcomes fail (or are slow) at the thresholds' rates, once `minimum_calls` are in | steady traffic: the rate of the last N calls, whatever their age |
+/// | [`Time`](Self::Time) | the outcomes of the last `duration` fail (or are slow) at the thresholds' rates, once `minimum_calls` are in | low or bursty traffic: "at least 20 calls in the last 30 s, half failing"; an old outage leaves the window with time, however few calls come |
+/// | [`Consecutive`](Self::Consecutive) | `failures` outcomes in a row failed; a success resets the run | gobreaker's and Polly v7's classic breaker: a dependency that either works or does not, at any traffic |
+///
+/// # Examples
+///
+/// ```
+/// use watertight::BreakerConfig;
+/// use watertight::breaker::BreakerWindow;
+///
+/// let config = BreakerConfig::builder()
+///     .window(BreakerWindow::Consecutive { failures: 5 })
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.window(), BreakerWindow::Consecutive { failures: 5 });
+/// assert_eq!(BreakerConfig::DEFAULT.window(), BreakerWindow::Count);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerWindow {
+    /// The last `window_size` outcomes, in a ring (the breaker's `N` slots).
+    Count,
+    /// The outcomes of the last `duration`, in `buckets` buckets of
+    /// `duration / buckets` each (a ring of atomic counters; a bucket that
+    /// has left the window is zeroed by the first call that sees it, no
+    /// timer). The window at any moment is the current, partial bucket and
+    /// the `buckets - 1` before it, as resilience4j's
+    /// `SlidingTimeWindowMetrics` (whose buckets are one second each).
+    /// `minimum_calls` is the calls the window must hold before rates are
+    /// evaluated (not bounded by `window_size`, which is not used); the
+    /// thresholds, open wait and probes are the same as the count window's.
+    /// Needs a breaker with bucket storage:
+    /// [`TimeBreaker<C, B>`](super::TimeBreaker) with `B ≥ buckets`, or a
+    /// [`HeapBreaker`](super::HeapBreaker).
+    ///
+    /// `duration` must divide into whole milliseconds per bucket, a bucket
+    /// must be at least 1 ms (the resolution of the coarsest clock), and
+    /// `buckets` is 1 to 100.
+    Time {
+        /// How far back the window reaches.
+        duration: Duration,
+        /// Buckets it is cut into: 1 to 100.
+        buckets: usize,
+    },
+    /// `failures` failures in a row trip the breaker; any success (and a
+    /// slow success too, unless
+    /// [`slow_calls_are_failures`](BreakerConfigBuilder::slow_calls_are_failures)
+    /// says so) ends the run. Rates, `window_size` and `minimum_calls` are
+    /// not used; the open wait and probes are the same. Needs no slots: a
+    /// `CircuitBreaker<C, 1>` holds it.
+    Consecutive {
+        /// Failures in a row that trip: 1 to 1023.
+        failures: usize,
+    },
+}
+
+impl BreakerWindow {
+    /// The window's name as the config keys spell it (`cb_window`):
+    /// `"count"`, `"time"`, `"consecutive"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::BreakerWindow;
+    /// assert_eq!(BreakerWindow::Consecutive { failures: 3 }.name(), "consecutive");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            BreakerWindow::Count => "count",
+            BreakerWindow::Time { .. } => "time",
+            BreakerWindow::Consecutive { .. } => "consecutive",
+        }
+    }
+}
+
+/// The window kinds as the machine dispatches on them.
+pub(crate) const KIND_COUNT: u8 = 0;
+pub(crate) const KIND_TIME: u8 = 1;
+pub(crate) const KIND_CONSECUTIVE: u8 = 2;
 
 impl BreakerConfig {
     /// The defaults: window 50, minimum 10 calls, failure rate 50 %, open
@@ -124,9 +224,10 @@ impl BreakerConfig {
         BreakerConfigBuilder::new()
     }
 
-    /// Outcomes in the count window.
+    /// Outcomes in the count window; 0 for the other windows (they have
+    /// none: see [`window`](Self::window)).
     pub const fn window_size(&self) -> usize {
-        self.window_size as usize
+        self.slots_needed()
     }
 
     /// Outcomes in the window before rates are evaluated.
@@ -172,6 +273,81 @@ impl BreakerConfig {
             Some(Duration::from_nanos(self.max_half_open_ns))
         }
     }
+
+    /// The window the closed state is judged by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// use watertight::breaker::BreakerWindow;
+    ///
+    /// let c = BreakerConfig::builder().consecutive_failures(3).build().unwrap();
+    /// assert_eq!(c.window(), BreakerWindow::Consecutive { failures: 3 });
+    /// ```
+    pub const fn window(&self) -> BreakerWindow {
+        match self.kind() {
+            KIND_CONSECUTIVE => BreakerWindow::Consecutive {
+                failures: self.param(),
+            },
+            KIND_TIME => BreakerWindow::Time {
+                duration: Duration::from_millis(self.bucket_ms as u64 * self.param() as u64),
+                buckets: self.param(),
+            },
+            _ => BreakerWindow::Count,
+        }
+    }
+
+    /// With consecutive failures: whether a slow success counts as a
+    /// failure (default true; only matters with a slow-call duration).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// assert!(BreakerConfig::DEFAULT.slow_calls_are_failures());
+    /// ```
+    pub const fn slow_calls_are_failures(&self) -> bool {
+        self.kind & SLOW_IS_FAILURE != 0
+    }
+
+    /// The window's kind, as the machine dispatches on it.
+    #[inline(always)]
+    pub(crate) const fn kind(&self) -> u8 {
+        self.kind & 3
+    }
+
+    /// The other windows' number (consecutive failures, or buckets), kept
+    /// where the count window keeps its size.
+    #[inline(always)]
+    pub(crate) const fn param(&self) -> usize {
+        self.window_size as usize
+    }
+
+    /// The buckets the time window needs (0 for the other kinds).
+    pub(crate) const fn buckets_needed(&self) -> usize {
+        match self.kind() {
+            KIND_TIME => self.param(),
+            _ => 0,
+        }
+    }
+
+    /// The time window's settings.
+    #[inline]
+    pub(crate) const fn time_spec(&self) -> super::time::Spec {
+        super::time::Spec {
+            bucket_ns: self.bucket_ms as u64 * 1_000_000,
+            buckets: self.param(),
+        }
+    }
+
+    /// The slots the count window needs (0 for the other kinds).
+    pub(crate) const fn slots_needed(&self) -> usize {
+        match self.kind() {
+            KIND_COUNT => self.window_size as usize,
+            _ => 0,
+        }
+    }
 }
 
 impl Default for BreakerConfig {
@@ -195,6 +371,8 @@ pub struct BreakerConfigBuilder {
     open_duration: Duration,
     half_open_calls: usize,
     max_half_open_wait: Option<Duration>,
+    window: BreakerWindow,
+    slow_calls_are_failures: bool,
 }
 
 impl Default for BreakerConfigBuilder {
@@ -215,7 +393,114 @@ impl BreakerConfigBuilder {
             open_duration: Duration::from_secs(30),
             half_open_calls: 3,
             max_half_open_wait: None,
+            window: BreakerWindow::Count,
+            slow_calls_are_failures: true,
         }
+    }
+
+    /// Which window judges the closed state (default
+    /// [`BreakerWindow::Count`]); see [`BreakerWindow`] for when to pick
+    /// which.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::BreakerConfig;
+    /// use watertight::breaker::BreakerWindow;
+    ///
+    /// let c = BreakerConfig::builder()
+    ///     .window(BreakerWindow::Consecutive { failures: 6 })
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(c.window().name(), "consecutive");
+    /// ```
+    pub const fn window(mut self, window: BreakerWindow) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Shorthand for [`window`](Self::window)`(BreakerWindow::Consecutive {
+    /// failures })`: trip after `failures` failures in a row (1 to 1023).
+    /// gobreaker's default trips on more than 5, that is `6` here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::breaker::State;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::{BreakerConfig, CircuitBreaker};
+    ///
+    /// let config = BreakerConfig::builder().consecutive_failures(2).build().unwrap();
+    /// let clock = ManualClock::new();
+    /// let b: CircuitBreaker<_, 1> = CircuitBreaker::new("x", config, &clock);
+    /// b.try_acquire().unwrap().failure();
+    /// b.try_acquire().unwrap().success(); // the run is over
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Closed);
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Open);
+    /// ```
+    pub const fn consecutive_failures(self, failures: usize) -> Self {
+        self.window(BreakerWindow::Consecutive { failures })
+    }
+
+    /// Shorthand for [`window`](Self::window)`(BreakerWindow::Time {
+    /// duration, buckets })`: judge the outcomes of the last `duration`,
+    /// kept in `buckets` buckets (see [`BreakerWindow::Time`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::breaker::{State, TimeBreaker};
+    /// use watertight::clock::ManualClock;
+    /// use watertight::BreakerConfig;
+    ///
+    /// // At least 4 calls in the last 10 s, half of them failing.
+    /// let config = BreakerConfig::builder()
+    ///     .time_window(Duration::from_secs(10), 10)
+    ///     .minimum_calls(4)
+    ///     .build()
+    ///     .unwrap();
+    /// let clock = ManualClock::new();
+    /// let b: TimeBreaker<_, 10> = TimeBreaker::new("x", config, &clock);
+    /// for fail in [true, true, false] {
+    ///     let p = b.try_acquire().unwrap();
+    ///     if fail { p.failure() } else { p.success() }
+    /// }
+    /// // Ten seconds later the two failures have left the window.
+    /// clock.advance(Duration::from_secs(10));
+    /// b.try_acquire().unwrap().failure();
+    /// assert_eq!(b.state(), State::Closed);
+    /// assert_eq!(b.metrics().calls, 1);
+    /// ```
+    pub const fn time_window(self, duration: Duration, buckets: usize) -> Self {
+        self.window(BreakerWindow::Time { duration, buckets })
+    }
+
+    /// With consecutive failures and a slow-call duration: whether a slow
+    /// success counts as a failure of the run (default true) or as a
+    /// success that ends it. A slow failure is a failure either way. The
+    /// rate windows count slow calls through
+    /// [`slow_call_rate_threshold`](Self::slow_call_rate_threshold) instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::BreakerConfig;
+    ///
+    /// let c = BreakerConfig::builder()
+    ///     .consecutive_failures(3)
+    ///     .slow_call_duration(Duration::from_secs(2))
+    ///     .slow_calls_are_failures(false)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!c.slow_calls_are_failures());
+    /// ```
+    pub const fn slow_calls_are_failures(mut self, yes: bool) -> Self {
+        self.slow_calls_are_failures = yes;
+        self
     }
 
     /// Outcomes in the count window (default 50): at least 1, at most the
@@ -407,7 +692,7 @@ impl BreakerConfigBuilder {
                 field: F::MinimumCalls,
             });
         }
-        if self.minimum_calls > self.window_size {
+        if matches!(self.window, BreakerWindow::Count) && self.minimum_calls > self.window_size {
             return Err(E::MinimumCallsAboveWindow {
                 minimum_calls: self.minimum_calls,
                 window_size: self.window_size,
@@ -451,8 +736,72 @@ impl BreakerConfigBuilder {
                 Err(e) => return Err(e),
             },
         };
+        let mut bucket_ms = 0;
+        let (kind, plain_run, param) = match self.window {
+            BreakerWindow::Count => (KIND_COUNT, self.window_size as u16, 0),
+            BreakerWindow::Consecutive { failures } => {
+                if failures == 0 {
+                    return Err(E::Zero {
+                        field: F::ConsecutiveFailures,
+                    });
+                }
+                if failures > MAX_WINDOW {
+                    return Err(E::TooLarge {
+                        field: F::ConsecutiveFailures,
+                        value: failures,
+                        max: MAX_WINDOW,
+                    });
+                }
+                (KIND_CONSECUTIVE, 0, failures as u16)
+            }
+            BreakerWindow::Time { duration, buckets } => {
+                if buckets == 0 {
+                    return Err(E::Zero {
+                        field: F::WindowBuckets,
+                    });
+                }
+                if buckets > MAX_BUCKETS {
+                    return Err(E::TooLarge {
+                        field: F::WindowBuckets,
+                        value: buckets,
+                        max: MAX_BUCKETS,
+                    });
+                }
+                let ns = match nanos(F::WindowDuration, duration) {
+                    Ok(ns) => ns,
+                    Err(e) => return Err(e),
+                };
+                let per = ns / buckets as u64;
+                if per < MIN_BUCKET_NS {
+                    return Err(E::BucketTooShort {
+                        bucket: Duration::from_nanos(per),
+                        min: Duration::from_nanos(MIN_BUCKET_NS),
+                    });
+                }
+                if ns % (buckets as u64 * MIN_BUCKET_NS) != 0 {
+                    return Err(E::BucketsNotWhole { duration, buckets });
+                }
+                if self.minimum_calls > MAX_WINDOW {
+                    return Err(E::TooLarge {
+                        field: F::MinimumCalls,
+                        value: self.minimum_calls,
+                        max: MAX_WINDOW,
+                    });
+                }
+                // At most 35 years (or 37 hours) in at least one bucket:
+                // fits in 32 bits of milliseconds.
+                bucket_ms = (per / MIN_BUCKET_NS) as u32;
+                // No success is ever taken without a write: the run field
+                // never reaches this.
+                (KIND_TIME, u16::MAX, buckets as u16)
+            }
+        };
         Ok(BreakerConfig {
-            window_size: self.window_size as u16,
+            window_size: if kind == KIND_COUNT {
+                self.window_size as u16
+            } else {
+                param
+            },
             minimum_calls: self.minimum_calls as u16,
             failure_bp,
             slow_bp,
@@ -460,6 +809,14 @@ impl BreakerConfigBuilder {
             open_ns,
             max_half_open_ns,
             half_open_calls: self.half_open_calls as u8,
+            kind: kind
+                | if self.slow_calls_are_failures {
+                    SLOW_IS_FAILURE
+                } else {
+                    0
+                },
+            plain_run,
+            bucket_ms,
         })
     }
 }
@@ -534,6 +891,12 @@ pub enum BreakerField {
     HalfOpenCalls,
     /// `max_half_open_wait`.
     MaxHalfOpenWait,
+    /// `consecutive_failures` (of [`BreakerWindow::Consecutive`]).
+    ConsecutiveFailures,
+    /// `window_duration` (of [`BreakerWindow::Time`]).
+    WindowDuration,
+    /// `window_buckets` (of [`BreakerWindow::Time`]).
+    WindowBuckets,
 }
 
 impl BreakerField {
@@ -555,6 +918,9 @@ impl BreakerField {
             BreakerField::OpenDuration => "open_duration",
             BreakerField::HalfOpenCalls => "half_open_calls",
             BreakerField::MaxHalfOpenWait => "max_half_open_wait",
+            BreakerField::ConsecutiveFailures => "consecutive_failures",
+            BreakerField::WindowDuration => "window_duration",
+            BreakerField::WindowBuckets => "window_buckets",
         }
     }
 }
@@ -651,6 +1017,32 @@ pub enum BreakerConfigError {
         /// The value asked for.
         value: f32,
     },
+    /// The time window's `duration` does not divide into `buckets` buckets
+    /// of a whole number of milliseconds each.
+    BucketsNotWhole {
+        /// The window's duration.
+        duration: Duration,
+        /// The buckets asked for.
+        buckets: usize,
+    },
+    /// The time window's buckets (`duration / buckets`) are shorter than
+    /// the coarsest clock's resolution (1 ms): a clock that moves by the
+    /// millisecond would skip buckets.
+    BucketTooShort {
+        /// One bucket's length.
+        bucket: Duration,
+        /// The shortest bucket accepted.
+        min: Duration,
+    },
+    /// `buckets` is larger than the breaker's bucket capacity (the `B` of
+    /// [`TimeBreaker<C, B>`](super::TimeBreaker); 0 for a count-window
+    /// breaker).
+    BucketsAboveCapacity {
+        /// The buckets asked for.
+        buckets: usize,
+        /// The breaker's bucket capacity.
+        capacity: usize,
+    },
     /// A duration is longer than the breaker's timestamps can hold.
     DurationTooLong {
         /// The setting.
@@ -686,6 +1078,9 @@ impl BreakerConfigError {
             | BreakerConfigError::DurationTooLong { field, .. } => field,
             BreakerConfigError::MinimumCallsAboveWindow { .. } => BreakerField::MinimumCalls,
             BreakerConfigError::WindowAboveCapacity { .. } => BreakerField::WindowSize,
+            BreakerConfigError::BucketsNotWhole { .. }
+            | BreakerConfigError::BucketTooShort { .. }
+            | BreakerConfigError::BucketsAboveCapacity { .. } => BreakerField::WindowBuckets,
         }
     }
 
@@ -706,6 +1101,14 @@ impl BreakerConfigError {
                     BreakerField::HalfOpenCalls => {
                         m.str("1 to ");
                         m.uint(MAX_PROBES as u64);
+                    }
+                    BreakerField::ConsecutiveFailures => {
+                        m.str("1 to ");
+                        m.uint(MAX_WINDOW as u64);
+                    }
+                    BreakerField::WindowBuckets => {
+                        m.str("1 to ");
+                        m.uint(MAX_BUCKETS as u64);
                     }
                     _ => {
                         m.str("above zero, up to ");
@@ -757,6 +1160,27 @@ impl BreakerConfigError {
                 m.float(value * 100.0);
                 m.str(" %); allowed: ");
                 m.str(THRESHOLD_RANGE);
+            }
+            BreakerConfigError::BucketsNotWhole { duration, buckets } => {
+                m.str("window_buckets is ");
+                m.uint(buckets as u64);
+                m.str(", which does not divide window_duration (");
+                m.duration(duration);
+                m.str(") into whole milliseconds; allowed: a divisor of it in ms");
+            }
+            BreakerConfigError::BucketTooShort { bucket, min } => {
+                m.str("window_buckets makes buckets of ");
+                m.duration(bucket);
+                m.str("; allowed: buckets of at least ");
+                m.duration(min);
+                m.str(" (fewer buckets, or a longer window)");
+            }
+            BreakerConfigError::BucketsAboveCapacity { buckets, capacity } => {
+                m.str("window_buckets is ");
+                m.uint(buckets as u64);
+                m.str("; allowed: 1 to the breaker's bucket capacity B (");
+                m.uint(capacity as u64);
+                m.str(")");
             }
             BreakerConfigError::DurationTooLong { field, value, max } => {
                 m.str(field.name());

@@ -5,9 +5,10 @@
 
 use core::time::Duration;
 
+use super::config::{KIND_CONSECUTIVE, KIND_TIME};
 use super::error::Rejection;
 use super::permit::Raw;
-use super::state::{OnTransition, State, Transition};
+use super::state::{OnTransition, State, Transition, Tripped};
 use super::window::{Counts, Kind, Recorded, WindowStorage};
 use super::word::{self, AtomicStamp, CLOSED, FORCED_OPEN, HALF_OPEN, OPEN};
 use super::CircuitBreaker;
@@ -327,7 +328,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             && self.state.load(Acquire) == word::make(CLOSED, raw.gen())
             && self
                 .window
-                .takes_plain_success_as_is(raw.gen(), self.config.window_size as usize)
+                .takes_plain_success_as_is(raw.gen(), self.config.plain_run as usize)
         {
             return;
         }
@@ -346,7 +347,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// says whether it was counted or came too late.
     #[inline(always)]
     fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
-        let mut s = self.state.load(Acquire);
+        let s = self.state.load(Acquire);
         let state = word::state(s);
         if word::gen(s) != raw.gen() {
             return Landed::Stale;
@@ -372,29 +373,70 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
-        let recorded =
+        // Only a breaker with bucket storage compiles the time window's code
+        // (`BUCKETS` is a constant of the storage type).
+        let consecutive = self.config.kind() == KIND_CONSECUTIVE;
+        // A slow success fails a consecutive run only if told so.
+        let fails = failed || (slow && (!consecutive || self.config.slow_calls_are_failures()));
+        let recorded = if <W as super::window::sealed::Slots>::BUCKETS > 0
+            && self.config.kind() == KIND_TIME
+        {
+            self.window.record_time(
+                raw.gen(),
+                kind,
+                self.now().as_nanos(),
+                self.config.time_spec(),
+                self.config.minimum_calls as usize,
+                || self.current(raw.gen()),
+            )
+        } else {
+            // The count window, or (a size of 0) the consecutive run, which
+            // takes an outcome as a failure or a success.
+            let (kind, size) = if consecutive {
+                (Kind::new(fails, false), 0)
+            } else {
+                (kind, self.config.window_size as usize)
+            };
             self.window
-                .record(raw.gen(), kind, self.config.window_size as usize, || {
-                    self.current(raw.gen())
-                });
+                .record(raw.gen(), kind, size, || self.current(raw.gen()))
+        };
         let Some(recorded) = recorded else {
             return Landed::Stale;
         };
         if state == CLOSED {
             if let Recorded::Counted(counts) = recorded {
                 if self.trips(counts) {
-                    let _ = self.transition(s, word::next(s, OPEN), self.now());
+                    self.trip(s, counts);
                 }
             }
             return Landed::Yes;
         }
-        // A half-open probe: it decides the episode, or adds to its successes.
+        self.decide_probe(s, raw, fails)
+    }
+
+    /// Opens the closed breaker of word `s` on the window's `counts`.
+    #[inline(always)]
+    fn trip(&self, s: u32, counts: Counts) {
+        let tripped = Tripped {
+            window: self.config.window(),
+            calls: counts.calls,
+            failures: counts.failures,
+            slow: counts.slow,
+        };
+        let _ = self.transition_why(s, word::next(s, OPEN), self.now(), Some(tripped));
+    }
+
+    /// A half-open probe of word `s`: it decides the episode, or adds to
+    /// its successes. `failed` is a failure, or a slow call (for
+    /// consecutive failures, one that counts as a failure).
+    #[inline(always)]
+    fn decide_probe(&self, mut s: u32, raw: Raw, failed: bool) -> Landed {
         loop {
             if word::gen(s) != raw.gen() {
                 // Another probe decided the episode meanwhile.
                 return Landed::Stale;
             }
-            let decided = if failed || slow {
+            let decided = if failed {
                 word::next(s, OPEN)
             } else {
                 let succeeded = word::succeeded(s) + 1;
@@ -451,6 +493,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// Whether the window's numbers trip the breaker.
     #[inline]
     fn trips(&self, c: Counts) -> bool {
+        if self.config.kind() == KIND_CONSECUTIVE {
+            return c.failures >= self.config.param();
+        }
         let calls = c.calls as u64;
         if calls == 0 || calls < self.config.minimum_calls as u64 {
             return false;
@@ -492,6 +537,17 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// (a word of the next generation); the winner then publishes when it
     /// happened, installs or freezes the window, and tells the listener.
     fn transition(&self, from: u32, to: u32, at: Instant) -> Result<(), u32> {
+        self.transition_why(from, to, at, None)
+    }
+
+    /// [`transition`](Self::transition), saying what the window tripped on.
+    fn transition_why(
+        &self,
+        from: u32,
+        to: u32,
+        at: Instant,
+        tripped: Option<Tripped>,
+    ) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
         let gen = word::gen(to);
         let current = || self.current(gen);
@@ -515,6 +571,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             from: State::from_bits(word::state(from)),
             to: State::from_bits(word::state(to)),
             at,
+            tripped,
         });
         // One event per transition, by the thread that made it.
         #[cfg(feature = "tracing")]

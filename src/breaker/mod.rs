@@ -56,6 +56,7 @@ mod error;
 mod machine;
 mod permit;
 mod state;
+mod time;
 mod window;
 mod word;
 
@@ -67,14 +68,17 @@ use crate::sync::{AtomicU32, AtomicUsize, Ordering::*};
 
 pub use call::Call;
 pub use classify::{Classify, ErrIsFailure, Outcome};
-pub use config::{BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField};
+pub use config::{
+    BreakerConfig, BreakerConfigBuilder, BreakerConfigError, BreakerField, BreakerWindow,
+};
 pub use error::{CallError, Rejection};
 pub use permit::CallPermit;
+pub use time::Bucket;
 // The seam every call future is built on: `Call`, the tower breaker
 // service's and the policy's.
 pub(crate) use permit::{Admission, Judged};
 pub(crate) use permit::{Guard, Raw};
-pub use state::{BreakerMetrics, OnTransition, State, Transition};
+pub use state::{BreakerMetrics, OnTransition, State, Transition, Tripped};
 #[cfg(feature = "alloc")]
 pub use window::Heap;
 use window::{Counts, Window, MAX_WINDOW};
@@ -97,6 +101,37 @@ use word::{AtomicStamp, CLOSED, DISABLED, FORCED_OPEN};
 /// ```
 #[cfg(feature = "std")]
 pub type StdBreaker<const N: usize> = CircuitBreaker<crate::clock::StdClock, N>;
+
+/// A breaker whose time window ([`BreakerWindow::Time`]) keeps up to `B`
+/// buckets inside it, sized at compile time: no heap, a `static` on a
+/// microcontroller. 12 bytes a bucket. Its count-window capacity is 1 (a
+/// count-window config is refused unless its `window_size` is 1); for a
+/// window of either kind read from config at run time, a [`HeapBreaker`].
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::breaker::{State, TimeBreaker};
+/// use watertight::clock::ManualClock;
+/// use watertight::BreakerConfig;
+///
+/// // 20 calls in the last 30 s (six buckets of 5 s), 50 % failing, trip.
+/// let config = BreakerConfig::builder()
+///     .time_window(Duration::from_secs(30), 6)
+///     .minimum_calls(20)
+///     .build()
+///     .unwrap();
+/// let clock = ManualClock::new();
+/// let payments: TimeBreaker<_, 6> = TimeBreaker::new("payments", config, &clock);
+/// for i in 0..20 {
+///     clock.advance(Duration::from_secs(1));
+///     let p = payments.try_acquire().unwrap();
+///     if i % 2 == 0 { p.failure() } else { p.success() }
+/// }
+/// assert_eq!(payments.state(), State::Open);
+/// ```
+pub type TimeBreaker<C, const B: usize, H = ()> = CircuitBreaker<C, 1, H, Inline<1, B>>;
 
 /// A breaker whose window is sized from config at run time (feature
 /// `alloc`): any `window_size` a [`BreakerConfig`] holds, up to
@@ -302,7 +337,7 @@ pub struct CircuitBreaker<C, const N: usize, H = (), W = Inline<N>> {
     listener: H,
 }
 
-impl<C, const N: usize> CircuitBreaker<C, N> {
+impl<C, const N: usize, const B: usize> CircuitBreaker<C, N, (), Inline<N, B>> {
     crate::sync::const_fn! {
         /// A closed breaker named `name` (for metrics and logs), with no
         /// listener.
@@ -385,7 +420,7 @@ impl<C, const N: usize, W: WindowStorage> CircuitBreaker<C, N, (), W> {
     }
 }
 
-impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
+impl<C, const N: usize, H, const B: usize> CircuitBreaker<C, N, H, Inline<N, B>> {
     crate::sync::const_fn! {
         /// Like [`new`](CircuitBreaker::new), with a listener told about every
         /// state change.
@@ -417,8 +452,11 @@ impl<C, const N: usize, H> CircuitBreaker<C, N, H> {
         #[track_caller]
         pub const fn with_listener(name: &'static str, config: BreakerConfig, clock: C, listener: H) -> Self {
             const { assert!(N > 0 && N <= MAX_WINDOW, "a breaker's window capacity N must be in 1..=MAX_WINDOW") };
-            if config.window_size as usize > N {
+            if config.slots_needed() > N {
                 panic!("breaker config: window_size is above the breaker's capacity N");
+            }
+            if config.buckets_needed() > B {
+                panic!("breaker config: window_buckets is above the breaker's bucket capacity B");
             }
             Self::assemble(name, config, clock, listener, Window::new())
         }
@@ -461,13 +499,20 @@ impl<C, const N: usize, H, W: WindowStorage> CircuitBreaker<C, N, H, W> {
                 "a breaker's window capacity N must be in 1..=MAX_WINDOW"
             )
         };
-        if config.window_size as usize > N {
+        if config.slots_needed() > N {
             return Err(BreakerConfigError::WindowAboveCapacity {
                 window_size: config.window_size as usize,
                 capacity: N,
             });
         }
-        let window = Window::for_window(config.window_size as usize);
+        let capacity = <W as window::sealed::Slots>::BUCKETS;
+        if config.buckets_needed() > capacity {
+            return Err(BreakerConfigError::BucketsAboveCapacity {
+                buckets: config.buckets_needed(),
+                capacity,
+            });
+        }
+        let window = Window::for_window(config.slots_needed(), config.buckets_needed());
         Ok(Self::assemble(name, config, clock, listener, window))
     }
 }
@@ -780,13 +825,26 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         // Half-open by the clock while the word lags behind (no probe has
         // begun the episode yet): its empty window is not installed.
         let fresh = look.state == State::HalfOpen && look.lazy.is_some();
+        let rated = self.config.kind() != config::KIND_CONSECUTIVE;
         let counts = if fresh {
             Counts::default()
+        } else if <W as window::sealed::Slots>::BUCKETS > 0
+            && self.config.kind() == config::KIND_TIME
+        {
+            self.window
+                .time_counts(self.now().as_nanos(), self.config.time_spec())
+        } else if !rated {
+            let run = self.window.run();
+            Counts {
+                calls: run,
+                failures: run,
+                slow: 0,
+            }
         } else {
             self.window.counts(self.config.window_size as usize)
         };
         let rate = |n: usize| {
-            if counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
+            if rated && counts.calls >= self.config.minimum_calls as usize && counts.calls > 0 {
                 Some(n as f32 * 100.0 / counts.calls as f32)
             } else {
                 None

@@ -4,6 +4,7 @@
 
 use core::fmt;
 
+use super::config::BreakerWindow;
 use super::word::{CLOSED, FORCED_OPEN, HALF_OPEN, OPEN};
 use crate::clock::Instant;
 
@@ -121,6 +122,50 @@ pub struct Transition {
     /// episode that ran out of time (`max_half_open_wait`), the moment it
     /// ran out.
     pub at: Instant,
+    /// For a Closed → Open transition the window made: which window it was
+    /// and the numbers it tripped on. `None` for every other transition (a
+    /// probe that failed, an operator's switch, the end of a wait).
+    pub tripped: Option<Tripped>,
+}
+
+/// What the window said when it opened a closed breaker: the
+/// [`Transition::tripped`] a listener gets.
+///
+/// For the count and time windows, the window's calls, failures and slow
+/// calls at the outcome that tripped it; for consecutive failures, the run
+/// (`calls` and `failures` both the failures in a row, `slow` 0).
+///
+/// # Examples
+///
+/// ```
+/// use core::cell::Cell;
+/// use watertight::breaker::{BreakerWindow, Transition};
+/// use watertight::clock::ManualClock;
+/// use watertight::{BreakerConfig, CircuitBreaker};
+///
+/// let clock = ManualClock::new();
+/// let seen = Cell::new(None);
+/// let config = BreakerConfig::builder().consecutive_failures(3).build().unwrap();
+/// let b = CircuitBreaker::<_, 1, _>::with_listener("db", config, &clock, |t: &Transition| {
+///     seen.set(t.tripped)
+/// });
+/// for _ in 0..3 {
+///     b.try_acquire().unwrap().failure();
+/// }
+/// let t = seen.get().unwrap();
+/// assert_eq!(t.window, BreakerWindow::Consecutive { failures: 3 });
+/// assert_eq!((t.calls, t.failures, t.slow), (3, 3, 0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tripped {
+    /// The window, as configured.
+    pub window: BreakerWindow,
+    /// Outcomes in the window (consecutive failures: the run).
+    pub calls: usize,
+    /// Of those, failures.
+    pub failures: usize,
+    /// Of those, slow calls.
+    pub slow: usize,
 }
 
 /// Told about every state change of a breaker: for logs and metrics.
@@ -193,6 +238,7 @@ pub trait OnTransition {
     ///     from: State::HalfOpen,
     ///     to: State::Open,
     ///     at: Instant::ZERO,
+    ///     tripped: None,
     /// };
     /// listener.on_transition(&t);
     /// assert_eq!(reopened.get(), 1);
@@ -246,9 +292,11 @@ pub struct BreakerMetrics {
     /// Slow calls in the window, in percent; `None` until the window holds
     /// `minimum_calls` outcomes.
     pub slow_call_rate: Option<f32>,
-    /// Outcomes in the window.
+    /// Outcomes in the window. With consecutive failures: the failures in a
+    /// row so far (the rates are then `None`).
     pub calls: usize,
-    /// Failures in the window (slow or not).
+    /// Failures in the window (slow or not). With consecutive failures: the
+    /// failures in a row so far.
     pub failed_calls: usize,
     /// Slow calls in the window (successes or failures).
     pub slow_calls: usize,

@@ -18,6 +18,10 @@
 //! | 19 | frozen: the breaker has left this window's generation |
 //! | 20..30 | run: plain successes claimed in a row, up to the window size |
 //!
+//! (The consecutive-failures window keeps its run in the index field, and
+//! the time window its latest epoch in bits 8..19 and 20..32: see
+//! `time.rs`.)
+//!
 //! Recording an outcome is: claim the next index with a CAS on the window
 //! word that also checks its tag (so an outcome of another generation is
 //! never counted here); then write the slot with a CAS that refuses to write
@@ -60,18 +64,21 @@
 //! (kept for metrics: it shows why it opened), so no late outcome of its
 //! generation can land in it.
 
+use super::time::Bucket;
 use crate::sync::{fence, AtomicU32, AtomicU8, Ordering::*};
 
 const TAG_BITS: u32 = 8;
-const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
+pub(super) const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
 const IDX_SHIFT: u32 = TAG_BITS;
 const IDX_BITS: u32 = 10;
 const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
 const FULL_BIT: u32 = 1 << (IDX_SHIFT + IDX_BITS);
-const FROZEN_BIT: u32 = FULL_BIT << 1;
+pub(super) const FROZEN_BIT: u32 = FULL_BIT << 1;
 const RUN_SHIFT: u32 = IDX_SHIFT + IDX_BITS + 2;
 const RUN_MASK: u32 = IDX_MASK;
-const _: () = assert!(RUN_SHIFT + IDX_BITS <= 32);
+const _: () = assert!(RUN_SHIFT + IDX_BITS <= 30);
+/// The time window's era (see `time.rs`): the word's top two bits.
+const ERA_MASK: u32 = 3 << 30;
 // A recorder checks the state word's whole generation before the window's
 // tag, so the tag only has to tell apart windows a few generations apart.
 const _: () = assert!(TAG_BITS <= super::word::GEN_BITS);
@@ -123,7 +130,7 @@ const fn slot_value(gen: u32, kind: Kind) -> u8 {
 }
 
 #[inline]
-const fn tag_of(gen: u32) -> u32 {
+pub(super) const fn tag_of(gen: u32) -> u32 {
     gen & TAG_MASK
 }
 
@@ -185,23 +192,39 @@ pub trait WindowStorage: sealed::Slots {}
 pub(crate) mod sealed {
     use crate::sync::AtomicU8;
 
+    use super::super::time::Bucket;
+
     /// The slots, and how to make them for a window of a given size.
     pub trait Slots {
         /// Every slot (at least the window's size).
         #[doc(hidden)]
         fn slots(&self) -> &[AtomicU8];
-        /// Empty slots for a window of `window_size ≤` the breaker's `N`
-        /// (checked by the caller). The heap's allocation, once.
+        /// Every bucket of the time window (at least its `buckets`).
         #[doc(hidden)]
-        fn for_window(window_size: usize) -> Self
+        fn buckets(&self) -> &[Bucket];
+        /// Empty slots for a window of `window_size ≤` the breaker's `N`
+        /// and `buckets ≤` its bucket capacity (checked by the caller). The
+        /// heap's allocation, once.
+        #[doc(hidden)]
+        fn for_window(window_size: usize, buckets: usize) -> Self
         where
             Self: Sized;
+        /// The most buckets this storage can hold: a constant, so that a
+        /// breaker whose storage has none compiles no time-window code.
+        #[doc(hidden)]
+        const BUCKETS: usize;
     }
 }
 
-/// The slots of a window kept inside the breaker: `N` of them, sized at
+/// The slots of a window kept inside the breaker: `N` of them for the count
+/// window, and `B` buckets for the time window (none by default), sized at
 /// compile time. The default storage of a
 /// [`CircuitBreaker`](super::CircuitBreaker); no heap.
+///
+/// A count-window breaker is `CircuitBreaker<C, N>`, that is
+/// `CircuitBreaker<C, N, (), Inline<N>>`; a time-window breaker of up to `B`
+/// buckets is a [`TimeBreaker<C, B>`](super::TimeBreaker), that is
+/// `CircuitBreaker<C, 1, (), Inline<1, B>>` (12 bytes a bucket).
 ///
 /// # Examples
 ///
@@ -217,24 +240,34 @@ pub(crate) mod sealed {
 /// let same: &CircuitBreaker<StdClock, 64> = &UPSTREAM;
 /// assert_eq!(same.name(), "upstream");
 /// ```
-pub struct Inline<const N: usize>([AtomicU8; N]);
+pub struct Inline<const N: usize, const B: usize = 0>([AtomicU8; N], [Bucket; B]);
 
-impl<const N: usize> sealed::Slots for Inline<N> {
+impl<const N: usize, const B: usize> sealed::Slots for Inline<N, B> {
     #[inline(always)]
     fn slots(&self) -> &[AtomicU8] {
         &self.0
     }
 
-    fn for_window(_: usize) -> Self {
-        Inline(empty_slots::<N>())
+    #[inline(always)]
+    fn buckets(&self) -> &[Bucket] {
+        &self.1
     }
+
+    fn for_window(_: usize, _: usize) -> Self {
+        Inline(empty_slots::<N>(), empty_buckets::<B>())
+    }
+
+    const BUCKETS: usize = B;
 }
 
-impl<const N: usize> WindowStorage for Inline<N> {}
+impl<const N: usize, const B: usize> WindowStorage for Inline<N, B> {}
 
-impl<const N: usize> core::fmt::Debug for Inline<N> {
+impl<const N: usize, const B: usize> core::fmt::Debug for Inline<N, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Inline").field("slots", &N).finish()
+        f.debug_struct("Inline")
+            .field("slots", &N)
+            .field("buckets", &B)
+            .finish()
     }
 }
 
@@ -261,7 +294,7 @@ impl<const N: usize> core::fmt::Debug for Inline<N> {
 /// ```
 #[cfg(feature = "alloc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
-pub struct Heap(alloc::boxed::Box<[AtomicU8]>);
+pub struct Heap(alloc::boxed::Box<[AtomicU8]>, alloc::boxed::Box<[Bucket]>);
 
 #[cfg(feature = "alloc")]
 impl sealed::Slots for Heap {
@@ -270,15 +303,24 @@ impl sealed::Slots for Heap {
         &self.0
     }
 
-    fn for_window(window_size: usize) -> Self {
-        // One allocation of exactly `window_size` bytes (the iterator's
-        // exact length sizes it; the box takes it as it is).
+    #[inline(always)]
+    fn buckets(&self) -> &[Bucket] {
+        &self.1
+    }
+
+    fn for_window(window_size: usize, buckets: usize) -> Self {
+        // One allocation of exactly `window_size` bytes, or of `buckets`
+        // buckets (the iterator's exact length sizes it; the box takes it
+        // as it is); an empty box allocates nothing.
         Heap(
             core::iter::repeat_with(|| AtomicU8::new(EMPTY_SLOT))
                 .take(window_size)
                 .collect(),
+            core::iter::repeat_with(Bucket::new).take(buckets).collect(),
         )
     }
+
+    const BUCKETS: usize = super::time::MAX_BUCKETS;
 }
 
 #[cfg(feature = "alloc")]
@@ -289,6 +331,7 @@ impl core::fmt::Debug for Heap {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Heap")
             .field("slots", &self.0.len())
+            .field("buckets", &self.1.len())
             .finish()
     }
 }
@@ -296,28 +339,29 @@ impl core::fmt::Debug for Heap {
 /// The ring of the last `window_size` outcomes, in the slots `W` keeps
 /// (at least `window_size` of them).
 pub(crate) struct Window<W> {
-    word: AtomicU32,
-    slots: W,
+    pub(super) word: AtomicU32,
+    pub(super) slots: W,
 }
 
-impl<const N: usize> Window<Inline<N>> {
+impl<const N: usize, const B: usize> Window<Inline<N, B>> {
     crate::sync::const_fn! {
         /// An empty window of generation 0, its slots inline.
         pub(crate) const fn new() -> Self {
             Window {
                 word: AtomicU32::new(tag_of(0)),
-                slots: Inline(empty_slots::<N>()),
+                slots: Inline(empty_slots::<N>(), empty_buckets::<B>()),
             }
         }
     }
 }
 
 impl<W: WindowStorage> Window<W> {
-    /// An empty window of generation 0 for `window_size` outcomes.
-    pub(crate) fn for_window(window_size: usize) -> Self {
+    /// An empty window of generation 0 for `window_size` outcomes, or
+    /// `buckets` buckets.
+    pub(crate) fn for_window(window_size: usize, buckets: usize) -> Self {
         Window {
             word: AtomicU32::new(tag_of(0)),
-            slots: W::for_window(window_size),
+            slots: W::for_window(window_size, buckets),
         }
     }
 
@@ -362,10 +406,10 @@ impl<W: WindowStorage> Window<W> {
             if !current() {
                 return;
             }
-            match self
-                .word
-                .compare_exchange_weak(w, tag_of(gen), AcqRel, Acquire)
-            {
+            // The top two bits are the time window's era: kept (the other
+            // kinds do not use them).
+            let fresh = tag_of(gen) | (w & ERA_MASK);
+            match self.word.compare_exchange_weak(w, fresh, AcqRel, Acquire) {
                 Ok(_) => return,
                 Err(now) => w = now,
             }
@@ -403,7 +447,7 @@ impl<W: WindowStorage> Window<W> {
     /// Whether outcomes of the generation tagged `tag` may land in the
     /// window whose word is `w`.
     #[inline]
-    const fn open_to(w: u32, tag: u32) -> bool {
+    pub(super) const fn open_to(w: u32, tag: u32) -> bool {
         w & (TAG_MASK | FROZEN_BIT) == tag
     }
 
@@ -448,6 +492,32 @@ impl<W: WindowStorage> Window<W> {
                     return None;
                 }
                 continue;
+            }
+            // A `window_size` of 0 is consecutive failures: no slot, the run
+            // in the index field (up to 1023), an empty run the full bit (so
+            // that the closed path's inline check takes a success into it as
+            // it is); a plain success ends the run, anything else lengthens
+            // it. One CAS on the window word.
+            if window_size == 0 {
+                let run = (w >> IDX_SHIFT) & IDX_MASK;
+                let (next, after) = if plain {
+                    (tag | FULL_BIT, 0)
+                } else {
+                    let n = (run + 1).min(IDX_MASK);
+                    (tag | (n << IDX_SHIFT), n)
+                };
+                if next != w {
+                    if let Err(now) = self.word.compare_exchange_weak(w, next, AcqRel, Acquire) {
+                        w = now;
+                        continue;
+                    }
+                }
+                let after = after as usize;
+                return Some(Recorded::Counted(Counts {
+                    calls: after,
+                    failures: after,
+                    slow: 0,
+                }));
             }
             // A full window of plain successes does not change with one more.
             if plain && Self::all_plain(w, window_size) {
@@ -506,6 +576,16 @@ impl<W: WindowStorage> Window<W> {
     }
 }
 
+impl<W: WindowStorage> Window<W> {
+    /// Consecutive failures: the failures in a row so far (the window
+    /// word's index field; its full bit says the run is empty, so that the
+    /// closed path's inline check takes a success into it as it is). See
+    /// [`record`](Self::record) with a `window_size` of 0.
+    pub(crate) fn run(&self) -> usize {
+        ((self.word.load(Acquire) >> IDX_SHIFT) & IDX_MASK) as usize
+    }
+}
+
 /// What recording one outcome did to the window's rates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Recorded {
@@ -523,6 +603,16 @@ const fn empty_slots<const N: usize>() -> [AtomicU8; N] {
 #[cfg(loom)]
 fn empty_slots<const N: usize>() -> [AtomicU8; N] {
     core::array::from_fn(|_| AtomicU8::new(EMPTY_SLOT))
+}
+
+#[cfg(not(loom))]
+const fn empty_buckets<const B: usize>() -> [Bucket; B] {
+    [const { Bucket::new() }; B]
+}
+
+#[cfg(loom)]
+fn empty_buckets<const B: usize>() -> [Bucket; B] {
+    core::array::from_fn(|_| Bucket::new())
 }
 
 #[cfg(all(test, not(loom)))]
@@ -545,7 +635,7 @@ mod tests {
     #[cfg(feature = "alloc")]
     macro_rules! heap_window {
         ($n:literal) => {
-            Window::<Heap>::for_window($n)
+            Window::<Heap>::for_window($n, 0)
         };
     }
 
@@ -852,11 +942,11 @@ mod tests {
 
         #[test]
         fn a_heap_window_holds_exactly_its_size_and_up_to_the_largest() {
-            assert_eq!(Window::<Heap>::for_window(100).capacity(), 100);
+            assert_eq!(Window::<Heap>::for_window(100, 0).capacity(), 100);
             // The largest window (a smaller one under Miri, where the
             // first lap's counting is slow).
             let size = if cfg!(miri) { 100 } else { MAX_WINDOW };
-            let w = Window::<Heap>::for_window(size);
+            let w = Window::<Heap>::for_window(size, 0);
             assert_eq!(w.capacity(), size);
             // Fill it with failures, then two laps of successes: the index
             // wraps at the window's size.

@@ -47,3 +47,49 @@
 //!   successes) is three loads and no write. `size_of::<CircuitBreaker<StdClock,
 //!   64>>()` is 160 B on x86_64; with a zero-sized clock, 136 B on
 //!   `thumbv7em`.
+//!
+//! # Which window
+//!
+//! | window | trips when | pick it when | costs |
+//! |---|---|---|---|
+//! | count (default): `window_size(50)` | the last N outcomes fail (or are slow) at the thresholds, once `minimum_calls` are in | traffic is steady: N calls span seconds, so "the last 50" is "now" | N bytes; a healthy call three loads |
+//! | time: `time_window(30 s, 6)` | the outcomes of the last `duration` do, once `minimum_calls` are in it | traffic is low or bursty: at 1 call a minute a count window of 50 remembers an outage for an hour; here it leaves after `duration` | 12 bytes a bucket; every call a clock read and a CAS on its bucket |
+//! | consecutive: `consecutive_failures(5)` | N failures in a row (a success resets) | the dependency either works or does not (gobreaker's, Polly v7's classic breaker); no rates to tune | no slots; a healthy call as the count window's |
+//!
+//! The time window matches resilience4j's `SlidingTimeWindowMetrics`: its
+//! window is the current, partial bucket and the `buckets - 1` before it
+//! (resilience4j: one-second buckets, `slidingWindowSize` of them), and
+//! `minimum_calls` counts the calls in it, so "at least 20 calls in the last
+//! 30 s, 50 % failing" is `time_window(30 s, 30).minimum_calls(20)`. Where it
+//! differs, by decision: a plain success is checked against the thresholds
+//! only while its bucket holds at most `minimum_calls` calls (the only times
+//! a success can trip it: bringing the window to the minimum, or the first
+//! call of a new bucket); `metrics()` of an open breaker reads the frozen
+//! window at the clock's time, so it empties as its buckets age (the
+//! [`Transition`](crate::breaker::Transition) a listener gets keeps the
+//! numbers it tripped on, in `tripped`). From config:
+//! `cb_window = count|time|consecutive`, `cb_window_duration`,
+//! `cb_window_buckets`, `cb_consecutive_failures`.
+//!
+//! ```
+//! use core::time::Duration;
+//! use watertight::breaker::{State, TimeBreaker};
+//! use watertight::clock::ManualClock;
+//! use watertight::BreakerConfig;
+//!
+//! // At least 4 calls in the last 10 s, half of them failing.
+//! let config = BreakerConfig::builder()
+//!     .time_window(Duration::from_secs(10), 5)
+//!     .minimum_calls(4)
+//!     .build()
+//!     .unwrap();
+//! let clock = ManualClock::new();
+//! let b: TimeBreaker<_, 5> = TimeBreaker::new("search", config, &clock);
+//! b.try_acquire().unwrap().failure();
+//! b.try_acquire().unwrap().failure();
+//! // An hour of nothing: the outage has left the window.
+//! clock.advance(Duration::from_secs(3600));
+//! b.try_acquire().unwrap().success();
+//! b.try_acquire().unwrap().failure();
+//! assert_eq!((b.state(), b.metrics().calls), (State::Closed, 2));
+//! ```

@@ -72,7 +72,7 @@ use watertight::clock::{Clock, ManualClock, Timer};
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker, Outcome};
 
-use crate::breaker_model::{Cfg, Harness, Op as ModelOp, Step};
+use crate::breaker_model::{Cfg, Harness, Op as ModelOp, Step, Win};
 
 /// A spawned task, or the wait for one.
 pub type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -120,6 +120,7 @@ const BREAKER: Cfg = Cfg {
     open_ms: 10,
     half_open_calls: 2,
     max_wait_ms: Some(20),
+    window: Win::Count,
 };
 
 /// The payload of the panics the soak makes on purpose (not printed).

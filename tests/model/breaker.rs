@@ -43,6 +43,24 @@ pub struct Cfg {
     pub half_open_calls: usize,
     /// Milliseconds; `None`: no limit.
     pub max_wait_ms: Option<u64>,
+    /// Which window judges the closed state.
+    pub window: Win,
+}
+
+/// The window of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Win {
+    /// The last `window_size` outcomes.
+    Count,
+    /// `failures` in a row trip; a success ends the run (and a slow success
+    /// too unless `slow_is_failure`).
+    Consecutive {
+        failures: usize,
+        slow_is_failure: bool,
+    },
+    /// The outcomes of the last `bucket_ms * buckets` ms, in buckets of
+    /// `bucket_ms`: the current bucket and the `buckets - 1` before it.
+    Time { bucket_ms: u64, buckets: usize },
 }
 
 impl Cfg {
@@ -66,6 +84,20 @@ impl Cfg {
         }
         if let Some(ms) = self.max_wait_ms {
             b = b.max_half_open_wait(Duration::from_millis(ms));
+        }
+        match self.window {
+            Win::Count => {}
+            Win::Consecutive {
+                failures,
+                slow_is_failure,
+            } => {
+                b = b
+                    .consecutive_failures(failures)
+                    .slow_calls_are_failures(slow_is_failure)
+            }
+            Win::Time { bucket_ms, buckets } => {
+                b = b.time_window(Duration::from_millis(bucket_ms * buckets as u64), buckets)
+            }
         }
         b.build()
     }
@@ -182,6 +214,8 @@ struct ModelPermit {
 struct Entry {
     failed: bool,
     slow: bool,
+    /// ns: when it was recorded (the time window's bucket).
+    at: u64,
 }
 
 /// The model's `metrics()`.
@@ -205,6 +239,8 @@ struct Model {
     phase: Phase,
     gen: u64,
     window: VecDeque<Entry>,
+    /// Consecutive failures: the failures in a row so far.
+    run: usize,
     rejected: usize,
     stale: usize,
     /// ns.
@@ -221,6 +257,7 @@ impl Model {
             phase: Phase::Closed,
             gen: 0,
             window: VecDeque::new(),
+            run: 0,
             rejected: 0,
             stale: 0,
             last_transition: None,
@@ -239,6 +276,7 @@ impl Model {
         self.last_transition = Some(at);
         if matches!(to, Phase::Closed | Phase::HalfOpen { .. }) {
             self.window.clear();
+            self.run = 0;
         }
         self.phase = to;
     }
@@ -360,9 +398,19 @@ impl Model {
             .is_some_and(|ms| self.now - p.acquired_at > ms * MS);
         let now = self.now;
         match self.phase {
+            Phase::Closed if self.consecutive().is_some() => {
+                let (n, _) = self.consecutive().unwrap();
+                if self.run_fails(failed, slow) >= n {
+                    self.transition(Phase::Open { opened_at: now }, now);
+                }
+            }
             Phase::Closed => {
-                self.push(Entry { failed, slow });
-                if self.trips() {
+                self.push(Entry {
+                    failed,
+                    slow,
+                    at: now,
+                });
+                if self.checks(failed || slow) && self.trips() {
                     self.transition(Phase::Open { opened_at: now }, now);
                 }
             }
@@ -372,8 +420,19 @@ impl Model {
                 last_admitted,
             } => {
                 assert!(p.probe, "model: a non-probe permit of a half-open episode");
-                self.push(Entry { failed, slow });
-                if failed || slow {
+                let fails = if self.consecutive().is_some() {
+                    self.run_fails(failed, slow);
+                    let (_, slow_is_failure) = self.consecutive().unwrap();
+                    failed || (slow && slow_is_failure)
+                } else {
+                    self.push(Entry {
+                        failed,
+                        slow,
+                        at: now,
+                    });
+                    failed || slow
+                };
+                if fails {
                     self.transition(Phase::Open { opened_at: now }, now);
                 } else if succeeded + 1 >= self.cfg.half_open_calls {
                     self.transition(Phase::Closed, now);
@@ -395,17 +454,73 @@ impl Model {
         }
     }
 
+    /// `(failures, slow_is_failure)` of a consecutive-failures case.
+    fn consecutive(&self) -> Option<(usize, bool)> {
+        match self.cfg.window {
+            Win::Consecutive {
+                failures,
+                slow_is_failure,
+            } => Some((failures, slow_is_failure)),
+            _ => None,
+        }
+    }
+
+    /// Consecutive failures: one outcome lengthens or ends the run (at
+    /// most 1023 long); returns the run after it.
+    fn run_fails(&mut self, failed: bool, slow: bool) -> usize {
+        let (_, slow_is_failure) = self.consecutive().expect("a consecutive case");
+        if failed || (slow && slow_is_failure) {
+            self.run = (self.run + 1).min(1023);
+        } else {
+            self.run = 0;
+        }
+        self.run
+    }
+
+    /// Whether the rates are checked after an outcome: always for the count
+    /// window; for the time window after a failure or slow call, and after
+    /// a plain success while its bucket holds at most `minimum_calls`
+    /// calls (the only times a success can trip it: reaching the minimum,
+    /// or the first call of a new bucket, when the oldest has left).
+    fn checks(&self, failed_or_slow: bool) -> bool {
+        match self.cfg.window {
+            Win::Time { bucket_ms, .. } if !failed_or_slow => {
+                let epoch = |at: u64| at / (bucket_ms * MS);
+                let now = epoch(self.now);
+                let in_bucket = self.window.iter().filter(|e| epoch(e.at) == now).count();
+                in_bucket <= self.cfg.minimum_calls
+            }
+            _ => true,
+        }
+    }
+
     fn push(&mut self, e: Entry) {
         self.window.push_back(e);
+        if let Win::Time { bucket_ms, buckets } = self.cfg.window {
+            // Keep only what is still in the window.
+            let first = (self.now / (bucket_ms * MS)).saturating_sub(buckets as u64 - 1);
+            self.window.retain(|e| e.at / (bucket_ms * MS) >= first);
+            return;
+        }
         if self.window.len() > self.cfg.window_size {
             self.window.pop_front();
         }
     }
 
     fn counts(&self) -> (usize, usize, usize) {
-        let calls = self.window.len();
-        let failed = self.window.iter().filter(|e| e.failed).count();
-        let slow = self.window.iter().filter(|e| e.slow).count();
+        if self.consecutive().is_some() {
+            return (self.run, self.run, 0);
+        }
+        let live = |e: &&Entry| match self.cfg.window {
+            Win::Time { bucket_ms, buckets } => {
+                let first = (self.now / (bucket_ms * MS)).saturating_sub(buckets as u64 - 1);
+                e.at / (bucket_ms * MS) >= first
+            }
+            _ => true,
+        };
+        let calls = self.window.iter().filter(live).count();
+        let failed = self.window.iter().filter(live).filter(|e| e.failed).count();
+        let slow = self.window.iter().filter(live).filter(|e| e.slow).count();
         (calls, failed, slow)
     }
 
@@ -435,6 +550,7 @@ impl Model {
             // transition (nothing told, `last_transition` unchanged).
             self.gen += 1;
             self.window.clear();
+            self.run = 0;
             return;
         }
         let now = self.now;
@@ -482,7 +598,7 @@ impl Model {
     /// Failure and slow-call rates in percent, `None` below the minimum.
     fn rates(&self) -> (Option<f64>, Option<f64>) {
         let (calls, failed, slow) = self.shown_counts();
-        if calls == 0 || calls < self.cfg.minimum_calls {
+        if calls == 0 || calls < self.cfg.minimum_calls || self.consecutive().is_some() {
             return (None, None);
         }
         let pct = |n: usize| n as f64 * 100.0 / calls as f64;

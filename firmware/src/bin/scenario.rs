@@ -31,7 +31,7 @@ use cortex_m_semihosting::{debug, hprintln};
 use embassy_executor::Spawner;
 use embassy_futures::join::join;
 use embassy_time::{Instant, Timer};
-use watertight::breaker::State;
+use watertight::breaker::{State, TimeBreaker};
 use watertight::clock::{Clock as _, EmbassyClock, Timer as _};
 use watertight::deadline::timeout;
 use watertight::rate::{NotYet, Quota, RateError, RateLimiter};
@@ -85,6 +85,23 @@ const BREAKER_CONFIG: BreakerConfig = match BreakerConfig::builder()
 /// Opens when half of the last 8 calls (at least 4) failed.
 static BREAKER: CircuitBreaker<EmbassyClock, 8> =
     CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+
+/// A time window: 3 calls in the last 200 ms (four 50 ms buckets), half
+/// failing, open it for 100 ms; one probe.
+const TIME_WINDOW: Duration = Duration::from_millis(200);
+const TIME_CONFIG: BreakerConfig = match BreakerConfig::builder()
+    .time_window(TIME_WINDOW, 4)
+    .minimum_calls(3)
+    .failure_rate_threshold(50.0)
+    .open_duration(OPEN_WAIT)
+    .half_open_calls(1)
+    .build()
+{
+    Ok(config) => config,
+    Err(e) => e.panic(),
+};
+static TIME_BREAKER: TimeBreaker<EmbassyClock, 4> =
+    TimeBreaker::new("sensor", TIME_CONFIG, EmbassyClock::new());
 
 /// An uplink allowed 10 messages a second, 3 at once: one cell every
 /// 100 ms (the emission interval), a burst of 3.
@@ -297,6 +314,44 @@ async fn breaker(c: &mut Checks) {
     );
 }
 
+/// The time-window breaker: opens on 3 failures, recovers through a probe
+/// after the open wait, and forgets failures older than its window.
+async fn time_breaker(c: &mut Checks) {
+    let fail = || TIME_BREAKER.call(async { Err::<u32, _>(Refused) });
+    for _ in 0..3 {
+        let _ = fail().await;
+    }
+    c.check(
+        TIME_BREAKER.state() == State::Open,
+        format_args!(
+            "time breaker: 3 of 3 calls in 200 ms failed, state {}",
+            TIME_BREAKER.state()
+        ),
+    );
+    Timer::after_millis(OPEN_WAIT.as_millis() as u64).await;
+    let probe = TIME_BREAKER.call(async { Ok::<u32, Refused>(1) }).await;
+    c.check(
+        probe.is_ok() && TIME_BREAKER.state() == State::Closed,
+        format_args!(
+            "time breaker: after the open wait a good probe: state {}",
+            TIME_BREAKER.state()
+        ),
+    );
+    let _ = fail().await;
+    let _ = fail().await;
+    Timer::after_millis(TIME_WINDOW.as_millis() as u64).await;
+    let _ = fail().await;
+    let _ = fail().await;
+    let m = TIME_BREAKER.metrics();
+    c.check(
+        m.state == State::Closed && m.calls == 2,
+        format_args!(
+            "time breaker: 2 failures, 200 ms, 2 more: state {}, {} calls in the window",
+            m.state, m.calls
+        ),
+    );
+}
+
 /// A call that overruns its deadline is cut; one within it returns.
 async fn deadline(c: &mut Checks) {
     let finished = Cell::new(false);
@@ -444,6 +499,7 @@ async fn main(_spawner: Spawner) {
     let mut checks = Checks::default();
     bulkhead(&mut checks).await;
     breaker(&mut checks).await;
+    time_breaker(&mut checks).await;
     deadline(&mut checks).await;
     rate(&mut checks).await;
     hprintln!(
