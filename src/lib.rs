@@ -230,6 +230,7 @@ pub mod limit;
 pub mod policy;
 pub mod rate;
 pub mod retry;
+pub mod throttle;
 
 #[cfg(feature = "serde")]
 mod config_serde;
@@ -253,6 +254,7 @@ pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 pub use policy::{Policy, PolicyConfig};
 pub use rate::{KeyedError, KeyedRateLimiter, Quota, RateError, RateLimiter};
+pub use throttle::{AdaptiveThrottle, ThrottleConfig, Throttled};
 #[cfg(feature = "alloc")]
 pub use {breaker::HeapBreaker, policy::HeapPolicy};
 

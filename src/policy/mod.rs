@@ -154,7 +154,7 @@ impl Retries {
 /// The jitter's seed when the config sets none: with `std`, random per
 /// policy (std's random hash keys, fresh per process and per call), so that
 /// replicas do not retry in step; without it, the name's FNV-1a hash.
-fn default_seed(name: &str) -> u64 {
+pub(crate) fn default_seed(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
