@@ -398,26 +398,14 @@ impl<C> AdaptiveThrottle<C> {
         (self.ring.requests.sum(e), self.ring.accepts.sum(e))
     }
 
-    fn report(&self, epoch: u64, response: Response) {
-        match response {
-            Response::Accepted => {
-                self.accepted.fetch_add(1, Relaxed);
-                // The requests' slot says whether the admission's bucket is
-                // still in the window (the accepts' slot may not have been
-                // rolled yet); if it rolls meanwhile, the tag on the accept
-                // keeps it out of the newer epoch all the same.
-                if !self.ring.requests.holds(epoch) || self.ring.accepts.add(epoch) == Change::Gone
-                {
-                    self.late.fetch_add(1, Relaxed);
-                }
-            }
-            Response::Overloaded => {
-                self.overloaded.fetch_add(1, Relaxed);
-            }
-            Response::Ignored => {
-                self.ignored.fetch_add(1, Relaxed);
-                let _ = self.ring.requests.sub(epoch);
-            }
+    /// Counts an outcome other than an accept (which needs the clock:
+    /// [`accept`](Self::accept)).
+    fn report_unaccepted(&self, epoch: u64, response: Response) {
+        if response == Response::Ignored {
+            self.ignored.fetch_add(1, Relaxed);
+            let _ = self.ring.requests.sub(epoch);
+        } else {
+            self.overloaded.fetch_add(1, Relaxed);
         }
     }
 }
@@ -564,6 +552,18 @@ impl<C: Clock> AdaptiveThrottle<C> {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
+    /// Credits an accept to the bucket of `epoch`, unless that bucket has
+    /// left the window by now (then it is late, and not counted).
+    fn accept(&self, epoch: u64) {
+        self.accepted.fetch_add(1, Relaxed);
+        let now = self.epoch(self.clock.now());
+        if now >= epoch.saturating_add(BUCKETS as u64)
+            || self.ring.accepts.add(epoch) == Change::Gone
+        {
+            self.late.fetch_add(1, Relaxed);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn refuse(&self, p: f64) -> Throttled {
@@ -574,7 +574,7 @@ impl<C: Clock> AdaptiveThrottle<C> {
     }
 }
 
-impl<C> Ticket<'_, C> {
+impl<C: Clock> Ticket<'_, C> {
     /// The backend answered: an accept, credited to the bucket the request
     /// was admitted in (if that bucket is still in the window; else it is
     /// counted as late).
@@ -640,14 +640,18 @@ impl<C> Ticket<'_, C> {
     /// ```
     pub fn record(mut self, response: Response) {
         self.done = true;
-        self.throttle.report(self.epoch, response);
+        match response {
+            Response::Accepted => self.throttle.accept(self.epoch),
+            other => self.throttle.report_unaccepted(self.epoch, other),
+        }
     }
 }
 
 impl<C> Drop for Ticket<'_, C> {
     fn drop(&mut self) {
         if !self.done {
-            self.throttle.report(self.epoch, Response::Ignored);
+            self.throttle
+                .report_unaccepted(self.epoch, Response::Ignored);
         }
     }
 }
@@ -756,10 +760,26 @@ mod tests {
         let t = throttle(&clock);
         let ticket = t.check().unwrap();
         clock.advance(ThrottleConfig::DEFAULT.window());
-        let _ = t.check().unwrap(); // rolls the slot over
         ticket.accepted();
         let m = t.metrics();
         assert_eq!((m.accepts, m.late, m.accepted), (0, 1, 1));
+    }
+
+    #[test]
+    fn an_accept_racing_the_rollover_lands_nowhere_newer() {
+        // The requests' slot rolled before the accept comes in: the accept
+        // is late even though the accepts' slot still holds the old epoch.
+        let clock = ManualClock::new();
+        let t = throttle(&clock);
+        let ticket = t.check().unwrap();
+        clock.advance(ThrottleConfig::DEFAULT.window());
+        let second = t.check().unwrap();
+        ticket.accepted();
+        second.overloaded();
+        assert_eq!(
+            (t.metrics().requests, t.metrics().accepts, t.metrics().late),
+            (1, 0, 1)
+        );
     }
 
     #[test]

@@ -119,12 +119,6 @@ impl Column {
         }
     }
 
-    /// Whether the slot of `epoch` still holds that epoch.
-    #[inline]
-    pub(crate) fn holds(&self, epoch: u64) -> bool {
-        age(self.slot(epoch).load(Relaxed), epoch) == Age::Same
-    }
-
     #[inline(always)]
     fn slot(&self, epoch: u64) -> &AtomicUsize {
         &self.words[(epoch % BUCKETS as u64) as usize]
@@ -264,7 +258,6 @@ mod tests {
         let c = Column::new();
         let newer = 1 + BUCKETS as u64;
         c.add(newer);
-        assert!(c.holds(newer) && !c.holds(1));
         // A reader (or writer) whose clock is a lap behind.
         assert_eq!(c.sum(1), 0);
         assert_eq!(c.add(1), Change::Gone);
