@@ -22,7 +22,7 @@ use super::window::BUCKETS;
 /// let lenient = ThrottleConfig::builder().k(1.5).build().unwrap();
 /// assert_eq!(lenient.k(), 1.5);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct ThrottleConfig {
     pub(super) k: f64,
     pub(super) max_probability: f64,
@@ -113,6 +113,48 @@ impl ThrottleConfig {
     /// ```
     pub const fn bucket(&self) -> Duration {
         Duration::from_nanos(self.bucket_nanos)
+    }
+}
+
+/// Settings compare by their bits: a built config holds no NaN, so this
+/// is an equivalence (and a [`PolicyConfig`](crate::PolicyConfig) holding
+/// one stays `Eq`).
+impl PartialEq for ThrottleConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.k.to_bits() == other.k.to_bits()
+            && self.max_probability.to_bits() == other.max_probability.to_bits()
+            && self.window == other.window
+    }
+}
+
+impl Eq for ThrottleConfig {}
+
+impl ThrottleConfig {
+    /// Whether every call that ends within `timeout` of its admission is
+    /// credited: the window less one bucket covers it.
+    ///
+    /// # Errors
+    ///
+    /// [`ThrottleConfigError::WindowShorterThanTimeout`] if not.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::throttle::ThrottleConfig;
+    /// assert!(ThrottleConfig::DEFAULT.covers(Duration::from_secs(114)).is_ok());
+    /// assert!(ThrottleConfig::DEFAULT.covers(Duration::from_secs(115)).is_err());
+    /// ```
+    pub const fn covers(&self, timeout: Duration) -> Result<(), ThrottleConfigError> {
+        let covered = self.window.as_nanos() - self.bucket_nanos as u128;
+        if covered < timeout.as_nanos() {
+            return Err(ThrottleConfigError::WindowShorterThanTimeout {
+                window: self.window,
+                timeout,
+                bucket: Duration::from_nanos(self.bucket_nanos),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -254,23 +296,18 @@ impl ThrottleConfigBuilder {
         if nanos > u64::MAX as u128 {
             return Err(ThrottleConfigError::WindowTooLong);
         }
-        let bucket_nanos = (nanos as u64).div_ceil(BUCKETS as u64);
-        if let Some(timeout) = self.timeout {
-            let covered = nanos - bucket_nanos as u128;
-            if covered < timeout.as_nanos() {
-                return Err(ThrottleConfigError::WindowShorterThanTimeout {
-                    window: self.window,
-                    timeout,
-                    bucket: Duration::from_nanos(bucket_nanos),
-                });
-            }
-        }
-        Ok(ThrottleConfig {
+        let config = ThrottleConfig {
             k: self.k,
             max_probability: self.max_probability,
             window: self.window,
-            bucket_nanos,
-        })
+            bucket_nanos: (nanos as u64).div_ceil(BUCKETS as u64),
+        };
+        if let Some(timeout) = self.timeout {
+            if let Err(e) = config.covers(timeout) {
+                return Err(e);
+            }
+        }
+        Ok(config)
     }
 }
 

@@ -465,6 +465,20 @@ impl<C: Clock> AdaptiveThrottle<C> {
     /// ```
     #[inline]
     pub fn check(&self) -> Result<Ticket<'_, C>, Throttled> {
+        let epoch = self.admit()?;
+        Ok(Ticket {
+            throttle: self,
+            epoch,
+            done: false,
+        })
+    }
+
+    /// [`check`](Self::check) without the ticket: `Ok(epoch)`, the bucket
+    /// the request counted in, for [`finish`](Self::finish) — what a
+    /// future that owns its handle to the throttle (a policy's call) keeps
+    /// instead of a borrowing [`Ticket`].
+    #[inline]
+    pub(crate) fn admit(&self) -> Result<u64, Throttled> {
         let e = self.epoch(self.clock.now());
         let (requests, accepts) = self.counts(e);
         let p = probability(
@@ -478,11 +492,16 @@ impl<C: Clock> AdaptiveThrottle<C> {
             return Err(self.refuse(p));
         }
         self.admitted.fetch_add(1, Relaxed);
-        Ok(Ticket {
-            throttle: self,
-            epoch: e,
-            done: false,
-        })
+        Ok(e)
+    }
+
+    /// Reports on a request [`admit`](Self::admit) let through in `epoch`.
+    #[inline]
+    pub(crate) fn finish(&self, epoch: u64, response: Response) {
+        match response {
+            Response::Accepted => self.accept(epoch),
+            other => self.report_unaccepted(epoch, other),
+        }
     }
 
     /// The probability a request would be refused with now.
@@ -640,10 +659,7 @@ impl<C: Clock> Ticket<'_, C> {
     /// ```
     pub fn record(mut self, response: Response) {
         self.done = true;
-        match response {
-            Response::Accepted => self.throttle.accept(self.epoch),
-            other => self.throttle.report_unaccepted(self.epoch, other),
-        }
+        self.throttle.finish(self.epoch, response);
     }
 }
 

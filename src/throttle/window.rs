@@ -287,7 +287,7 @@ mod tests {
         let c = Column::new();
         c.add(0);
         // Half the tag range later, the same slot: old, not newer.
-        let later = (COUNT_MASK as u64 + 1) / 2 / BUCKETS as u64 * BUCKETS as u64;
+        let later = (1u64 << (HALF - 1)) / BUCKETS as u64 * BUCKETS as u64;
         assert_eq!(c.add(later), Change::Done);
         assert_eq!(c.sum(later), 1);
     }
