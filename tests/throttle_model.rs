@@ -8,8 +8,9 @@
 //!
 //! Checked at every step: each decision (admitted or refused, and the
 //! probability a refusal reports), the probability, the window's requests
-//! and accepts, and every counter (admitted, refused, accepted, overloaded,
-//! ignored, late) are equal.
+//! and accepts, and the counters (admitted, refused, accepted, overloaded,
+//! ignored) are equal; `late` is at most the accepts that came in after
+//! their bucket left the window (it counts those whose slot was reused).
 #[macro_use]
 #[path = "model/check.rs"]
 mod check;
@@ -101,5 +102,29 @@ fn a_late_accept_after_overload() {
     ops.push(Op::Advance(BUCKET * BUCKETS as u64));
     ops.push(Op::Check);
     ops.push(Op::Report(0, Response::Accepted));
+    run(spec, &ops).unwrap();
+}
+
+/// A ticket kept 50 laps of the ring, reported after a ticket of the
+/// current bucket in the same slot: its accept must not overwrite the
+/// newer one (found by this test when the accept stopped reading the
+/// clock; the requests' slot now says the old bucket is gone).
+#[test]
+fn regression_an_ancient_accept_never_overwrites_a_newer_one() {
+    let spec = Spec {
+        k: 1.0,
+        max_probability: 0.0,
+        bucket: BUCKET,
+        seed: 0,
+    };
+    let ops = [
+        Op::Check,
+        Op::Advance(BUCKET * 50 * BUCKETS as u64),
+        Op::Check,
+        Op::Check,
+        // Tickets: [old, new, new]; report the second, then the first.
+        Op::Report(1, Response::Accepted),
+        Op::Report(0, Response::Accepted),
+    ];
     run(spec, &ops).unwrap();
 }

@@ -183,8 +183,10 @@ pub struct ThrottleMetrics {
     /// Tickets ignored or dropped without an outcome: their requests were
     /// taken back out of the window.
     pub ignored: usize,
-    /// Outcomes that came in after their admission bucket had left the
-    /// window, and were not counted (the window is shorter than the call).
+    /// Accepts that came in after their admission bucket's slot had been
+    /// reused (or cleared as stale), and were dropped (the call outlived
+    /// the window). An accept whose bucket left the window before anything
+    /// reused its slot is not counted in any window either, but not here.
     pub late: usize,
 }
 
@@ -395,7 +397,7 @@ impl<C> AdaptiveThrottle<C> {
     /// The window's counts at epoch `e`.
     #[inline]
     fn counts(&self, e: u64) -> (u64, u64) {
-        (self.ring.requests.sum(e), self.ring.accepts.sum(e))
+        self.ring.sums(e)
     }
 
     /// Counts an outcome other than an accept (which needs the clock:
@@ -571,16 +573,29 @@ impl<C: Clock> AdaptiveThrottle<C> {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// Credits an accept to the bucket of `epoch`, unless that bucket has
-    /// left the window by now (then it is late, and not counted).
+    /// Credits an accept to the bucket of `epoch`, with no clock read.
+    ///
+    /// The requests' slot says whether the bucket is still there: once it
+    /// holds another epoch (a newer bucket reused it, or a reader cleared
+    /// it as stale), the accept is late and dropped — so a ticket kept for
+    /// many laps of the ring can never overwrite a newer bucket's accepts.
+    /// If the slot rolls between that look and the accept's own
+    /// compare-and-swap, the accepts' word, holding the newer epoch by
+    /// then, refuses it (a word up to eight laps newer is recognised). A
+    /// bucket that left the window with its slot not reused yet takes the
+    /// accept under its old tag, which no window counts.
+    #[inline]
     fn accept(&self, epoch: u64) {
         self.accepted.fetch_add(1, Relaxed);
-        let now = self.epoch(self.clock.now());
-        if now >= epoch.saturating_add(BUCKETS as u64)
-            || self.ring.accepts.add(epoch) == Change::Gone
-        {
-            self.late.fetch_add(1, Relaxed);
+        if !self.ring.requests.holds(epoch) || self.ring.accepts.add(epoch) == Change::Gone {
+            self.count_late();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_late(&self) {
+        self.late.fetch_add(1, Relaxed);
     }
 
     #[cold]
@@ -777,14 +792,15 @@ mod tests {
         let ticket = t.check().unwrap();
         clock.advance(ThrottleConfig::DEFAULT.window());
         ticket.accepted();
+        // Not in the window; its slot was not reused, so not late either.
         let m = t.metrics();
-        assert_eq!((m.accepts, m.late, m.accepted), (0, 1, 1));
+        assert_eq!((m.accepts, m.late, m.accepted), (0, 0, 1));
     }
 
     #[test]
     fn an_accept_racing_the_rollover_lands_nowhere_newer() {
-        // The requests' slot rolled before the accept comes in: the accept
-        // is late even though the accepts' slot still holds the old epoch.
+        // The requests' slot rolled before the accept comes in, the
+        // accepts' slot not: the accept is late, dropped.
         let clock = ManualClock::new();
         let t = throttle(&clock);
         let ticket = t.check().unwrap();

@@ -119,6 +119,12 @@ impl Column {
         }
     }
 
+    /// Whether the slot of `epoch` still holds that epoch.
+    #[inline]
+    pub(crate) fn holds(&self, epoch: u64) -> bool {
+        age(self.slot(epoch).load(Relaxed), epoch) == Age::Same
+    }
+
     #[inline(always)]
     fn slot(&self, epoch: u64) -> &AtomicUsize {
         &self.words[(epoch % BUCKETS as u64) as usize]
@@ -163,26 +169,48 @@ impl Column {
 
     /// The count of every epoch in `(now − BUCKETS, now]`, summed; older
     /// words that still hold a count are cleared on the way.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn sum(&self, now: u64) -> u64 {
-        let mut total = 0u64;
-        for back in 0..BUCKETS as u64 {
-            let Some(epoch) = now.checked_sub(back) else {
-                break;
-            };
-            let slot = self.slot(epoch);
-            let word = slot.load(Relaxed);
-            match age(word, epoch) {
-                Age::Same => total += count(word) as u64,
-                Age::Older if count(word) != 0 => {
-                    // The lazy clear: only if nobody moved it meanwhile
-                    // (a writer of `epoch` or a newer one wins).
-                    let _ = slot.compare_exchange(word, pack(tag_of(epoch), 0), Relaxed, Relaxed);
-                }
-                _ => {}
-            }
-        }
+        let mut total = 0;
+        walk(now, |back, slot| total += self.at(slot, now - back));
         total
+    }
+
+    /// Slot `slot`'s count if it holds `epoch`; else 0, and an older word
+    /// that still holds a count is cleared.
+    #[inline(always)]
+    fn at(&self, slot: usize, epoch: u64) -> u64 {
+        let word = self.words[slot].load(Relaxed);
+        if tag(word) == tag_of(epoch) {
+            count(word) as u64
+        } else {
+            self.stale(slot, word, epoch);
+            0
+        }
+    }
+
+    /// The lazy clear, out of the readers' loop: only if nobody moved the
+    /// word meanwhile (a writer of `epoch` or of a newer one wins).
+    #[cold]
+    #[inline(never)]
+    fn stale(&self, slot: usize, word: usize, epoch: u64) {
+        if count(word) != 0 && age(word, epoch) == Age::Older {
+            let _ =
+                self.words[slot].compare_exchange(word, pack(tag_of(epoch), 0), Relaxed, Relaxed);
+        }
+    }
+}
+
+/// Calls `f(back, slot)` for each epoch `now − back` of the window (none
+/// before epoch 0), newest first, walking the ring's slots down from
+/// `now`'s without a division per slot.
+#[inline(always)]
+fn walk(now: u64, mut f: impl FnMut(u64, usize)) {
+    let mut slot = (now % BUCKETS as u64) as usize;
+    let last = now.min(BUCKETS as u64 - 1);
+    for back in 0..=last {
+        f(back, slot);
+        slot = if slot == 0 { BUCKETS - 1 } else { slot - 1 };
     }
 }
 
@@ -201,6 +229,18 @@ impl Ring {
                 accepts: Column::new(),
             }
         }
+    }
+
+    /// The window's requests and accepts at epoch `now`, in one walk of
+    /// the ring.
+    #[inline]
+    pub(crate) fn sums(&self, now: u64) -> (u64, u64) {
+        let (mut requests, mut accepts) = (0, 0);
+        walk(now, |back, slot| {
+            requests += self.requests.at(slot, now - back);
+            accepts += self.accepts.at(slot, now - back);
+        });
+        (requests, accepts)
     }
 }
 
