@@ -71,7 +71,7 @@
 //! # Randomness
 //!
 //! The draws come from the same SplitMix64 sequence the retries' jitter
-//! uses ([`Jitter`](crate::retry::Jitter), one atomic `fetch_add` a draw),
+//! uses ([`Jitter`], one atomic `fetch_add` a draw),
 //! seeded per throttle: [`with_seed`](AdaptiveThrottle::with_seed) for a
 //! reproducible run, [`new`](AdaptiveThrottle::new) from the name (and,
 //! with `std`, a random key per process, so replicas do not refuse in
