@@ -49,6 +49,8 @@
 //! | `retry_budget_ratio` | percent of a token per success | 10 |
 //! | `rate` | a nested rate table: `cells`, `period`, `burst` (see [Rate](#rate-quota)) | no rate limit |
 //! | `rate_cells`, `rate_period`, `rate_burst` | the rate's keys, flat, with a `rate_` prefix | no rate limit |
+//! | `throttle` | a nested throttle table: `k`, `max_probability`, `window` | no throttle |
+//! | `throttle_k`, `throttle_max_probability`, `throttle_window` | the throttle's keys, flat, with a `throttle_` prefix | no throttle |
 //!
 //! The retry keys are [`RetryConfig`](crate::retry::RetryConfig)'s, checked
 //! by its builder: zero attempts, a zero base backoff, a cap below the base,
@@ -108,6 +110,7 @@ use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField, BreakerWin
 use crate::policy::{PolicyConfig, PolicyConfigError, PolicyField};
 use crate::rate::{Quota, QuotaError};
 use crate::retry::{RetryConfig, RetryConfigError};
+use crate::throttle::{ThrottleConfig, ThrottleConfigError};
 
 // ------------------------------------------------------------ field values
 
@@ -225,6 +228,31 @@ impl FieldValue for Percent {
         v.parse::<f64>()
             .map(Self::from_f64)
             .unwrap_or(Err(Bad::NotANumber))
+    }
+}
+
+/// A plain number (the throttle's `k` and its maximum probability): the
+/// range is the builder's.
+#[derive(Debug, Clone, Copy)]
+struct Number(f64);
+
+impl FieldValue for Number {
+    const EXPECTING: &'static str = "a number";
+    fn from_u64(v: u64) -> Result<Self, Bad> {
+        Ok(Number(v as f64))
+    }
+    fn from_i64(v: i64) -> Result<Self, Bad> {
+        Ok(Number(v as f64))
+    }
+    fn from_f64(v: f64) -> Result<Self, Bad> {
+        Ok(Number(v))
+    }
+    fn from_str(v: &str) -> Result<Self, Bad> {
+        match v.trim().parse::<f64>() {
+            Ok(x) if x.is_nan() => Err(Bad::NotANumber),
+            Ok(x) => Ok(Number(x)),
+            Err(_) => Err(Bad::NotANumber),
+        }
     }
 }
 
@@ -470,6 +498,13 @@ fields! {
     rate_cells: u32 = "rate_cells";
     rate_period: Duration = "rate_period";
     rate_burst: u32 = "rate_burst";
+
+    k: Number = "k";
+    max_probability: Number = "max_probability";
+    window: Duration = "window";
+    throttle_k: Number = "throttle_k";
+    throttle_max_probability: Number = "throttle_max_probability";
+    throttle_window: Duration = "throttle_window";
 }
 
 // ------------------------------------------------------------ the breaker
@@ -780,6 +815,88 @@ impl<'de> Deserialize<'de> for Quota {
     }
 }
 
+// ------------------------------------------------------------ the throttle
+
+/// A throttle's settings as written; `None` keeps the default.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an adaptive throttle: k, max_probability, window"
+)]
+struct RawThrottle {
+    #[serde(default, deserialize_with = "k")]
+    k: Option<Number>,
+    #[serde(default, deserialize_with = "max_probability")]
+    max_probability: Option<Number>,
+    #[serde(default, deserialize_with = "window")]
+    window: Option<Duration>,
+}
+
+impl RawThrottle {
+    fn is_empty(&self) -> bool {
+        self.k.is_none() && self.max_probability.is_none() && self.window.is_none()
+    }
+
+    /// Builds through [`ThrottleConfig::builder`]; `prefix` is how the
+    /// input spelled the keys (`""`, `"throttle_"`, `"throttle."`).
+    fn build<E: de::Error>(self, prefix: &str) -> Result<ThrottleConfig, E> {
+        let mut b = ThrottleConfig::builder();
+        if let Some(Number(k)) = self.k {
+            b = b.k(k);
+        }
+        if let Some(Number(p)) = self.max_probability {
+            b = b.max_probability(p);
+        }
+        if let Some(w) = self.window {
+            b = b.window(w);
+        }
+        b.build().map_err(|e| throttle_error(prefix, e))
+    }
+}
+
+/// A [`ThrottleConfigError`] naming its key as the input spells it.
+fn throttle_error<E: de::Error>(prefix: &str, e: ThrottleConfigError) -> E {
+    E::custom(format_args!(
+        "invalid value for `{prefix}{}`: {e}",
+        e.field()
+    ))
+}
+
+/// Reads an adaptive throttle's settings from a map of the keys below
+/// and checks them with [`ThrottleConfig::builder`]; an error names the
+/// key.
+///
+/// | key | unit | default |
+/// |---|---|---|
+/// | `k` | a multiplier, at least 1 | 2 |
+/// | `max_probability` | a probability in [0, 1] (0.9 is 90 %) | 0.9 |
+/// | `window` | duration (at least 20 ns) | 2 min |
+///
+/// In a policy: nested (`throttle: { k: 1.5 }`; `throttle: {}` for the
+/// defaults) or flat with a `throttle_` prefix (`THROTTLE_K=1.5`), not
+/// both; the window is then checked against the policy's `call_timeout`.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::throttle::ThrottleConfig;
+///
+/// let env = [("THROTTLE_K", "1.5"), ("THROTTLE_WINDOW", "1m")];
+/// let env = env.map(|(k, v)| (k.to_string(), v.to_string()));
+/// let t: ThrottleConfig = envy::prefixed("THROTTLE_").from_iter(env).unwrap();
+/// assert_eq!((t.k(), t.window(), t.max_probability()), (1.5, Duration::from_secs(60), 0.9));
+///
+/// let env = [("THROTTLE_MAX_PROBABILITY".to_string(), "90".to_string())];
+/// let err = envy::prefixed("THROTTLE_").from_iter::<_, ThrottleConfig>(env).unwrap_err();
+/// assert!(err.to_string().contains("`max_probability`"), "{err}");
+/// ```
+impl<'de> Deserialize<'de> for ThrottleConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        RawThrottle::deserialize(d)?.build("")
+    }
+}
+
 // ------------------------------------------------------------ the policy
 
 /// The policy's settings as written, the breaker nested or flat (`cb_`).
@@ -859,6 +976,15 @@ struct RawPolicy {
     rate_period: Option<Duration>,
     #[serde(default, deserialize_with = "rate_burst")]
     rate_burst: Option<u32>,
+
+    #[serde(default)]
+    throttle: Option<RawThrottle>,
+    #[serde(default, deserialize_with = "throttle_k")]
+    throttle_k: Option<Number>,
+    #[serde(default, deserialize_with = "throttle_max_probability")]
+    throttle_max_probability: Option<Number>,
+    #[serde(default, deserialize_with = "throttle_window")]
+    throttle_window: Option<Duration>,
 }
 
 impl RawPolicy {
@@ -918,6 +1044,25 @@ impl RawPolicy {
         if let Some(quota) = rate {
             b = b.rate(quota);
         }
+        let flat = RawThrottle {
+            k: self.throttle_k,
+            max_probability: self.throttle_max_probability,
+            window: self.throttle_window,
+        };
+        let flat_throttle = !flat.is_empty();
+        let throttle = match self.throttle {
+            Some(_) if flat_throttle => {
+                return Err(E::custom(
+                    "set the throttle either as a nested `throttle` or as `throttle_*` fields, not both",
+                ))
+            }
+            Some(nested) => Some(nested.build("throttle.")?),
+            None if !flat_throttle => None,
+            None => Some(flat.build("throttle_")?),
+        };
+        if let Some(t) = throttle {
+            b = b.throttle(t);
+        }
         if let Some(d) = self.max_wait {
             b = b.max_wait(d);
         }
@@ -953,6 +1098,15 @@ impl RawPolicy {
         b = b.retry(r);
         b.build().map_err(|e| match e {
             PolicyConfigError::Breaker(e) => breaker_error("", e),
+            // Only the window against `call_timeout` is left to check here.
+            PolicyConfigError::Throttle(e) => E::custom(format_args!(
+                "invalid value for `{}`: {e}",
+                if flat_throttle {
+                    "throttle_window"
+                } else {
+                    "throttle.window"
+                }
+            )),
             PolicyConfigError::Retry(e) => {
                 let key = match e {
                     RetryConfigError::AttemptsZero => "retry_max_attempts",
@@ -1000,6 +1154,8 @@ impl RawPolicy {
 /// | `retry_budget_ratio` | percent (0.1 to 100) | 10 |
 /// | `rate` | a nested rate map (see [`Quota`]'s `Deserialize`) | no rate limit |
 /// | `rate_cells`, `rate_period`, `rate_burst` | the rate's keys, flat, with a `rate_` prefix | no rate limit |
+/// | `throttle` | a nested throttle map (see [`ThrottleConfig`]'s `Deserialize`) | no throttle |
+/// | `throttle_k`, `throttle_max_probability`, `throttle_window` | the throttle's keys, flat, with a `throttle_` prefix | no throttle |
 ///
 /// Set exactly one of `max_concurrent` and `pool_size`, and the breaker
 /// either nested (TOML, YAML, JSON) or flat (environment variables:

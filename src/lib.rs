@@ -30,6 +30,7 @@
 //! | cap the calls in flight to a system and refuse the rest at once | [`Bulkhead::try_acquire`] | no allocation, no clock read, no executor; a 503 or a fallback instead of a queue |
 //! | the same, but wait a short, bounded time for a slot | [`Bulkhead::acquire_timeout`] | milliseconds, not seconds: a long wait is a queue in disguise; no allocation (the future is its own queue node), FIFO hand-off |
 //! | let the cap follow what the system can take, measured from its latency and its refusals | [`limit::AdaptiveBulkhead`] with [`limit::Aimd`] or [`limit::Gradient2`] | a `Bulkhead` the algorithm resizes once per window; no lock, no allocation |
+//! | stop sending what an overloaded system refuses anyway, in proportion to how much more it is asked than it accepts | [`throttle::AdaptiveThrottle`], or [`PolicyConfigBuilder::throttle`](policy::PolicyConfigBuilder::throttle) | the SRE book's client-side throttling: counted at admission over a window at least the call timeout, refusing locally with probability `(requests − K·accepts)/(requests + 1)`; no lock |
 //! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
@@ -230,6 +231,7 @@ pub mod limit;
 pub mod policy;
 pub mod rate;
 pub mod retry;
+pub mod throttle;
 
 #[cfg(feature = "serde")]
 mod config_serde;
@@ -253,6 +255,7 @@ pub use bulkhead::OwnedPermit;
 pub use bulkhead::{AcquireError, Bulkhead, BulkheadMetrics, ConfigError, Permit};
 pub use policy::{Policy, PolicyConfig};
 pub use rate::{KeyedError, KeyedRateLimiter, Quota, RateError, RateLimiter};
+pub use throttle::{AdaptiveThrottle, ThrottleConfig, Throttled};
 #[cfg(feature = "alloc")]
 pub use {breaker::HeapBreaker, policy::HeapPolicy};
 

@@ -45,6 +45,11 @@
 //! | `rate_limit_admitted_total` | counter | `system` | requests the rate limiter admitted, waits served included ([`RateLimitExporter`], and [`PolicyExporter`] for a policy with a rate) |
 //! | `rate_limit_refused_total` | counter | `system` | requests it refused: no cell by then |
 //! | `rate_limit_waiting` | gauge | `system` | waits holding a reservation now |
+//! | `throttle_admitted_total` | counter | `system` | requests the adaptive throttle let through ([`ThrottleExporter`], and [`PolicyExporter`] for a policy with a throttle) |
+//! | `throttle_refused_total` | counter | `system` | requests it refused locally |
+//! | `throttle_window_requests` | gauge | `system` | requests counted in its window now (admitted or refused) |
+//! | `throttle_window_accepts` | gauge | `system` | accepts credited in its window now |
+//! | `throttle_refusal_probability` | gauge | `system` | the probability a request would be refused now, 0 to 1 |
 //! | `bulkhead_limit` | gauge | `system` | an adaptive bulkhead's limit now ([`LimitExporter`] only) |
 //! | `bulkhead_limit_window_calls` | gauge | `system`, `signal` | the calls of the last window the algorithm read: `signal` is `success`, `failure`, `dropped` or `timeout` |
 //! | `bulkhead_limit_window_rtt_seconds` | gauge | `system` | the average round trip of that window's successes; NaN without any |
@@ -103,6 +108,7 @@ use crate::clock::Clock;
 use crate::limit::{AdaptiveBulkhead, AdaptiveLimit, LimitAlgorithm};
 use crate::policy::Policy;
 use crate::rate::{RateLimiter, RateMetrics};
+use crate::throttle::{AdaptiveThrottle, ThrottleMetrics};
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
 pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
@@ -152,6 +158,21 @@ pub const RATE_LIMIT_REFUSED_TOTAL: &str = "rate_limit_refused_total";
 /// `rate_limit_waiting{system}`: waits holding a reservation now (gauge),
 /// from [`RateMetrics::waiting`].
 pub const RATE_LIMIT_WAITING: &str = "rate_limit_waiting";
+/// `throttle_admitted_total{system}`: requests an adaptive throttle let
+/// through (counter), from [`ThrottleMetrics::admitted`].
+pub const THROTTLE_ADMITTED_TOTAL: &str = "throttle_admitted_total";
+/// `throttle_refused_total{system}`: requests it refused locally
+/// (counter), from [`ThrottleMetrics::refused`].
+pub const THROTTLE_REFUSED_TOTAL: &str = "throttle_refused_total";
+/// `throttle_window_requests{system}`: requests in its window now
+/// (gauge), from [`ThrottleMetrics::requests`].
+pub const THROTTLE_WINDOW_REQUESTS: &str = "throttle_window_requests";
+/// `throttle_window_accepts{system}`: accepts in its window now (gauge),
+/// from [`ThrottleMetrics::accepts`].
+pub const THROTTLE_WINDOW_ACCEPTS: &str = "throttle_window_accepts";
+/// `throttle_refusal_probability{system}`: the refusal probability now
+/// (gauge, 0 to 1), from [`ThrottleMetrics::probability`].
+pub const THROTTLE_REFUSAL_PROBABILITY: &str = "throttle_refusal_probability";
 /// Gauge: an adaptive bulkhead's current limit (its capacity).
 pub const BULKHEAD_LIMIT: &str = "bulkhead_limit";
 /// Gauge: the calls of the last window the limit algorithm read, by `signal`.
@@ -202,6 +223,30 @@ pub const fn state_code(state: State) -> u8 {
 /// assert!(prometheus.render().contains("# HELP bulkhead_active_calls"));
 /// ```
 pub fn describe() {
+    describe_counter!(
+        THROTTLE_ADMITTED_TOTAL,
+        Unit::Count,
+        "Requests the adaptive throttle let through"
+    );
+    describe_counter!(
+        THROTTLE_REFUSED_TOTAL,
+        Unit::Count,
+        "Requests the adaptive throttle refused locally"
+    );
+    describe_gauge!(
+        THROTTLE_WINDOW_REQUESTS,
+        Unit::Count,
+        "Requests in the adaptive throttle's window now"
+    );
+    describe_gauge!(
+        THROTTLE_WINDOW_ACCEPTS,
+        Unit::Count,
+        "Accepts in the adaptive throttle's window now"
+    );
+    describe_gauge!(
+        THROTTLE_REFUSAL_PROBABILITY,
+        "Probability the adaptive throttle refuses a request now (0 to 1)"
+    );
     describe_gauge!(BULKHEAD_LIMIT, Unit::Count, "Adaptive bulkhead limit");
     describe_gauge!(
         BULKHEAD_LIMIT_WINDOW_CALLS,
@@ -750,10 +795,137 @@ impl RateLimitExporter {
     }
 }
 
+/// The `throttle_*` metrics of one [`AdaptiveThrottle`], registered once.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::ManualClock;
+/// use watertight::metrics::ThrottleExporter;
+/// use watertight::throttle::{AdaptiveThrottle, ThrottleConfig};
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let clock = ManualClock::new();
+/// let search = AdaptiveThrottle::with_seed("search", ThrottleConfig::DEFAULT, &clock, 1);
+/// let exporter = metrics::with_local_recorder(&recorder, || ThrottleExporter::new(&search));
+///
+/// search.check().unwrap().accepted();
+/// search.check().unwrap().overloaded();
+/// exporter.update(&search);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"throttle_admitted_total{system="search"} 2"#));
+/// assert!(text.contains(r#"throttle_refused_total{system="search"} 0"#));
+/// assert!(text.contains(r#"throttle_window_requests{system="search"} 2"#));
+/// assert!(text.contains(r#"throttle_window_accepts{system="search"} 1"#));
+/// assert!(text.contains(r#"throttle_refusal_probability{system="search"} 0"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ThrottleExporter {
+    admitted: Counter,
+    refused: Counter,
+    requests: Gauge,
+    accepts: Gauge,
+    probability: Gauge,
+}
+
+impl ThrottleExporter {
+    /// Registers the handles for `throttle` (labelled with its name) with
+    /// the current recorder, and exports its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::ThrottleExporter};
+    /// # use watertight::throttle::{AdaptiveThrottle, ThrottleConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = AdaptiveThrottle::with_seed("api", ThrottleConfig::DEFAULT, &clock, 1);
+    /// api.check().unwrap().overloaded();
+    /// let _exporter = metrics::with_local_recorder(&recorder, || ThrottleExporter::new(&api));
+    /// assert!(prometheus.render().contains(r#"throttle_refusal_probability{system="api"} 0.5"#));
+    /// ```
+    pub fn new<C: Clock>(throttle: &AdaptiveThrottle<C>) -> Self {
+        let exporter = Self::named(throttle.name());
+        exporter.update(throttle);
+        exporter
+    }
+
+    /// Registers the handles for the system `system`, exporting nothing
+    /// yet: feed it with [`record`](Self::record).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::metrics::ThrottleExporter;
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let _exporter = metrics::with_local_recorder(&recorder, || ThrottleExporter::named("api"));
+    /// assert!(prometheus.render().contains(r#"throttle_refused_total{system="api"} 0"#));
+    /// ```
+    pub fn named(system: &'static str) -> Self {
+        ThrottleExporter {
+            admitted: counter!(THROTTLE_ADMITTED_TOTAL, "system" => system),
+            refused: counter!(THROTTLE_REFUSED_TOTAL, "system" => system),
+            requests: gauge!(THROTTLE_WINDOW_REQUESTS, "system" => system),
+            accepts: gauge!(THROTTLE_WINDOW_ACCEPTS, "system" => system),
+            probability: gauge!(THROTTLE_REFUSAL_PROBABILITY, "system" => system),
+        }
+    }
+
+    /// Copies the throttle's numbers now into the handles (one clock read,
+    /// for the window). Pass the throttle this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::ThrottleExporter};
+    /// # use watertight::throttle::{AdaptiveThrottle, ThrottleConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = AdaptiveThrottle::with_seed("api", ThrottleConfig::DEFAULT, &clock, 1);
+    /// let exporter = metrics::with_local_recorder(&recorder, || ThrottleExporter::new(&api));
+    /// api.check().unwrap().accepted();
+    /// exporter.update(&api);
+    /// assert!(prometheus.render().contains(r#"throttle_window_accepts{system="api"} 1"#));
+    /// ```
+    pub fn update<C: Clock>(&self, throttle: &AdaptiveThrottle<C>) {
+        self.record(&throttle.metrics());
+    }
+
+    /// Copies a snapshot into the handles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::{clock::ManualClock, metrics::ThrottleExporter};
+    /// # use watertight::throttle::{AdaptiveThrottle, ThrottleConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let api = AdaptiveThrottle::with_seed("api", ThrottleConfig::DEFAULT, &clock, 1);
+    /// let exporter = metrics::with_local_recorder(&recorder, || ThrottleExporter::named("api"));
+    /// api.check().unwrap().overloaded();
+    /// exporter.record(&api.metrics());
+    /// assert!(prometheus.render().contains(r#"throttle_admitted_total{system="api"} 1"#));
+    /// ```
+    pub fn record(&self, m: &ThrottleMetrics) {
+        self.admitted.absolute(count(m.admitted));
+        self.refused.absolute(count(m.refused));
+        self.requests.set(m.requests as f64);
+        self.accepts.set(m.accepts as f64);
+        self.probability.set(m.probability);
+    }
+}
+
 /// Both exporters of a [`Policy`], its bulkhead's and its breaker's, and
 /// its retry counters (`retries_total{system,reason}`,
 /// `retry_budget_exhausted_total{system}`), and its rate limiter's
-/// (`rate_limit_*`, only for a policy with a rate), under the policy's name.
+/// (`rate_limit_*`, only for a policy with a rate), and its throttle's
+/// (`throttle_*`, only for a policy with a throttle), under the policy's
+/// name.
 ///
 /// The [module docs](self) show it in a scrape handler.
 ///
@@ -784,6 +956,7 @@ pub struct PolicyExporter {
     retries_timeout: Counter,
     retry_budget_exhausted: Counter,
     rate: Option<RateLimitExporter>,
+    throttle: Option<ThrottleExporter>,
 }
 
 impl PolicyExporter {
@@ -825,6 +998,7 @@ impl PolicyExporter {
             retries_timeout: retries("timeout"),
             retry_budget_exhausted: counter!(RETRY_BUDGET_EXHAUSTED_TOTAL, "system" => system),
             rate: policy.rate_limiter().map(RateLimitExporter::new),
+            throttle: policy.throttle().map(ThrottleExporter::new),
         };
         exporter.record_retries(policy);
         exporter
@@ -872,6 +1046,9 @@ impl PolicyExporter {
         self.record_retries(policy);
         if let (Some(exporter), Some(limiter)) = (&self.rate, policy.rate_limiter()) {
             exporter.update(limiter);
+        }
+        if let (Some(exporter), Some(throttle)) = (&self.throttle, policy.throttle()) {
+            exporter.update(throttle);
         }
     }
 
@@ -953,6 +1130,39 @@ impl PolicyExporter {
     /// ```
     pub fn rate(&self) -> Option<&RateLimitExporter> {
         self.rate.as_ref()
+    }
+
+    /// The throttle's exporter, for a policy with a throttle.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::metrics::PolicyExporter;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::throttle::ThrottleConfig;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).throttle(ThrottleConfig::DEFAULT).build().unwrap();
+    /// let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&search));
+    /// # futures_lite::future::block_on(async {
+    /// search.call(|| async { Ok::<_, ()>(()) }).await.unwrap();
+    /// # });
+    /// exporter.update(&search);
+    /// assert!(prometheus.render().contains(r#"throttle_window_accepts{system="search"} 1"#));
+    /// assert!(exporter.throttle().is_some());
+    ///
+    /// // A policy without a throttle exports no `throttle_*` series.
+    /// let plain: Policy<_> = Policy::new("plain", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    /// let exporter = metrics::with_local_recorder(&recorder, || PolicyExporter::new(&plain));
+    /// assert!(exporter.throttle().is_none());
+    /// assert!(!prometheus.render().contains(r#"throttle_admitted_total{system="plain"}"#));
+    /// ```
+    pub fn throttle(&self) -> Option<&ThrottleExporter> {
+        self.throttle.as_ref()
     }
 }
 

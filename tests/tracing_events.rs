@@ -10,6 +10,7 @@
 //! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
 //! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
 //! | rate limiter refusal | DEBUG | `watertight::rate` | `system`, `retry_after_ms` (rounded up) |
+//! | adaptive throttle refusal | DEBUG | `watertight::throttle` | `system`, `probability` (the one the request met, 0 to 1) |
 //! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
@@ -585,4 +586,61 @@ fn one_event_per_rate_refusal() {
         "{events:#?}"
     );
     assert_eq!(events[0].target, "watertight::rate");
+}
+
+#[test]
+fn one_event_per_throttle_refusal() {
+    use watertight::throttle::{AdaptiveThrottle, ThrottleConfig};
+
+    let clock = ManualClock::new();
+    let search = AdaptiveThrottle::with_seed("search", ThrottleConfig::DEFAULT, &clock, 4);
+    let (refused, events) = capture(|| {
+        let mut refused = Vec::new();
+        for _ in 0..50 {
+            match search.check() {
+                // Reported outcomes emit nothing.
+                Ok(ticket) => ticket.overloaded(),
+                Err(t) => refused.push(t.probability()),
+            }
+        }
+        refused
+    });
+    assert!(refused.len() > 30, "{}", refused.len());
+    assert_eq!(events.len(), refused.len(), "{events:#?}");
+    for (e, p) in events.iter().zip(&refused) {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::throttle")
+        );
+        assert_eq!(e.field("system"), Some("search"));
+        let logged: f64 = e.field("probability").unwrap().parse().unwrap();
+        assert!((logged - p).abs() < 1e-6, "{logged} vs {p}");
+        assert!(e.field("message").is_some(), "{e:?}");
+    }
+    assert_eq!(search.metrics().refused, events.len());
+
+    // Through a policy: the throttle's event only, before any other layer.
+    let config = PolicyConfig::builder(1)
+        .max_wait(Duration::ZERO)
+        .throttle(ThrottleConfig::DEFAULT)
+        .build()
+        .unwrap();
+    let provider: Policy<_> = Policy::new("provider", config, &clock).unwrap();
+    provider.breaker().disable();
+    let (kinds, events) = capture(|| {
+        (0..50)
+            .map(|_| {
+                *block_on(provider.call(|| async { Err::<(), _>("503") }))
+                    .unwrap_err()
+                    .kind()
+            })
+            .collect::<Vec<_>>()
+    });
+    let throttled = kinds
+        .iter()
+        .filter(|k| matches!(k, ErrorKind::Throttled(_)))
+        .count();
+    assert!(throttled > 30, "{throttled}");
+    assert_eq!(events.len(), throttled, "{events:#?}");
+    assert!(events.iter().all(|e| e.target == "watertight::throttle"));
 }

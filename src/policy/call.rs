@@ -14,6 +14,7 @@ use crate::breaker::{
 use crate::bulkhead::{poll_until, AcquireError, Waiter};
 use crate::clock::{Clock, Instant, Timer};
 use crate::rate::RateLimiter;
+use crate::throttle::{AdaptiveThrottle, Response, Throttled};
 
 // ---- the call future -------------------------------------------------------
 
@@ -27,12 +28,14 @@ mod sealed {
     use crate::clock::Timer;
     use crate::policy::Retries;
     use crate::rate::RateLimiter;
+    use crate::throttle::AdaptiveThrottle;
 
     /// The parts of a policy that a [`PolicyCall`](super::PolicyCall) works
     /// with, borrowed from a handle: `&Policy` for `Policy::call` and its
     /// relatives, `Arc<Policy>` for the tower service.
     #[allow(missing_debug_implementations)]
     pub struct Parts<'a, C, B> {
+        pub(crate) throttle: Option<&'a AdaptiveThrottle<C>>,
         pub(crate) rate: Option<&'a RateLimiter<C>>,
         pub(crate) bulkhead: &'a Bulkhead<C>,
         pub(crate) breaker: &'a B,
@@ -98,6 +101,7 @@ impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle
 impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     fn parts(&self) -> Parts<'_, C, CircuitBreaker<B, N, (), W>> {
         Parts {
+            throttle: self.throttle.as_ref(),
             rate: self.rate.as_ref(),
             bulkhead: &self.bulkhead,
             breaker: &self.breaker,
@@ -172,6 +176,9 @@ pub(crate) type Settled<T, E> = (Result<T, Error<E>>, Option<Outcome>);
 struct Slot<R: Handle> {
     policy: R,
     held: bool,
+    // The throttle's admission (the bucket the attempt counted in), while
+    // the attempt is out: reported when it settles, taken back on drop.
+    ticket: Option<u64>,
 }
 
 impl<R: Handle> Slot<R> {
@@ -182,11 +189,20 @@ impl<R: Handle> Slot<R> {
             self.policy.parts().bulkhead.release(1);
         }
     }
+
+    /// Reports the attempt to the throttle, if it holds one's admission.
+    #[inline]
+    fn report(&mut self, outcome: Outcome) {
+        if let Some(epoch) = self.ticket.take() {
+            report_throttle(self.policy.parts().throttle, epoch, outcome);
+        }
+    }
 }
 
 impl<R: Handle> Drop for Slot<R> {
     #[inline]
     fn drop(&mut self) {
+        self.report(Outcome::Ignored);
         self.release();
     }
 }
@@ -286,6 +302,7 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
             slot: Slot {
                 policy,
                 held: false,
+                ticket: None,
             },
             budget,
             dispatch,
@@ -432,6 +449,17 @@ fn admit<R: Handle, D: Dispatch, K, E>(
     } = this.slot.policy.parts();
     let budget = *this.budget;
     if *this.stage == Stage::Start {
+        // Throttle, outermost, once per attempt: a local refusal costs no
+        // cell and no slot. Without one, this is one branch.
+        if let Some(throttle) = this.slot.policy.parts().throttle {
+            match admit_throttle(throttle) {
+                Ok(epoch) => this.slot.ticket = Some(epoch),
+                Err(t) => {
+                    settle(this, None, Outcome::Ignored);
+                    return Poll::Ready(Err(ErrorKind::Throttled(t)));
+                }
+            }
+        }
         // 0. Rate limit, outermost, once per attempt: a refused cell costs
         // no slot. Without one, this is one branch.
         if let Some(rate) = rate {
@@ -518,6 +546,7 @@ fn settle<R: Handle, D: Dispatch, K>(
     if let Some(raw) = raw {
         this.slot.policy.parts().breaker.finish(raw, outcome);
     }
+    this.slot.report(outcome);
     this.slot.release();
     *this.stage = Stage::Done;
 }
@@ -559,6 +588,30 @@ where
 fn take_cell<C: Clock>(rate: &RateLimiter<C>) -> Result<(), Duration> {
     rate.check()
         .map_err(|e| e.retry_after().unwrap_or(Duration::MAX))
+}
+
+/// The throttle's admission, out of line as the rate limit's is.
+#[cold]
+#[inline(never)]
+fn admit_throttle<C: Clock>(throttle: &AdaptiveThrottle<C>) -> Result<u64, Throttled> {
+    throttle.admit()
+}
+
+/// What the attempt's end means to the throttle: the breaker's success is
+/// an accept, its failure (the call timeout included) is not, and an
+/// attempt that recorded nothing (refused by another layer, cut by the
+/// caller's budget, cancelled) takes its request back.
+#[cold]
+#[inline(never)]
+fn report_throttle<C: Clock>(throttle: Option<&AdaptiveThrottle<C>>, epoch: u64, outcome: Outcome) {
+    if let Some(throttle) = throttle {
+        let response = match outcome {
+            Outcome::Success => Response::Accepted,
+            Outcome::Failure => Response::Overloaded,
+            Outcome::Ignored => Response::Ignored,
+        };
+        throttle.finish(epoch, response);
+    }
 }
 
 /// The policy's error for a slot that was not had.

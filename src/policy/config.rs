@@ -7,6 +7,7 @@ use crate::breaker::{BreakerConfig, BreakerConfigError, BreakerField};
 use crate::bulkhead::Bulkhead;
 use crate::rate::Quota;
 use crate::retry::{RetryConfig, RetryConfigBuilder, RetryConfigError};
+use crate::throttle::{ThrottleConfig, ThrottleConfigError};
 
 /// The longest slot wait accepted without [`PolicyConfigBuilder::allow_long_max_wait`]:
 /// a bulkhead is a fail-fast limit, not a queue (wait for a slot 100 ms or
@@ -43,6 +44,7 @@ pub struct PolicyConfig {
     pub(super) breaker: BreakerConfig,
     pub(super) retry: RetryConfig,
     pub(super) rate: Option<Quota>,
+    pub(super) throttle: Option<ThrottleConfig>,
 }
 
 impl PolicyConfig {
@@ -69,6 +71,7 @@ impl PolicyConfig {
             breaker: BreakerConfig::DEFAULT,
             retry: RetryConfig::builder(),
             rate: None,
+            throttle: None,
             allow_long_max_wait: false,
             from_pool: false,
         }
@@ -188,6 +191,23 @@ impl PolicyConfig {
     pub const fn rate(&self) -> Option<Quota> {
         self.rate
     }
+
+    /// The client-side adaptive throttle, if the policy has one
+    /// ([`PolicyConfigBuilder::throttle`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    /// use watertight::throttle::ThrottleConfig;
+    ///
+    /// assert_eq!(PolicyConfig::builder(8).build().unwrap().throttle(), None);
+    /// let c = PolicyConfig::builder(8).throttle(ThrottleConfig::DEFAULT).build().unwrap();
+    /// assert_eq!(c.throttle(), Some(ThrottleConfig::DEFAULT));
+    /// ```
+    pub const fn throttle(&self) -> Option<ThrottleConfig> {
+        self.throttle
+    }
 }
 
 /// Builds a [`PolicyConfig`]; [`build`](Self::build) checks every setting.
@@ -218,6 +238,7 @@ pub struct PolicyConfigBuilder {
     breaker: BreakerConfig,
     retry: RetryConfigBuilder,
     rate: Option<Quota>,
+    throttle: Option<ThrottleConfig>,
     allow_long_max_wait: bool,
     /// Made by [`PolicyConfig::for_pool`]: a zero size is the pool's.
     from_pool: bool,
@@ -389,6 +410,59 @@ impl PolicyConfigBuilder {
         self
     }
 
+    /// Client-side adaptive throttling (default: none), the SRE book's:
+    /// an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle) named
+    /// after the system refuses calls locally, with probability
+    /// `(requests − K × accepts) / (requests + 1)` over its window, when
+    /// the system accepts much less than it is sent.
+    ///
+    /// It is the policy's outermost layer, **before the rate limit and the
+    /// bulkhead**: a call it refuses costs no cell and no slot, and ends
+    /// with [`ErrorKind::Throttled`](super::ErrorKind::Throttled) (a
+    /// refusal: one of the "unavailable" errors, never retried). It counts
+    /// **once per attempt**, at admission. What it counts as accepted is
+    /// what the breaker counts as a success (the policy has one
+    /// classifier): a success is an accept; a failure or the policy's own
+    /// call timeout is not (the system did not serve it: classify only
+    /// overload refusals — 503, 429 — and timeouts as failures, and an
+    /// application error as a success, to follow the book's rule exactly);
+    /// a call refused by another layer, cut by the caller's budget, or
+    /// cancelled, counts as nothing (its request is taken back).
+    ///
+    /// `build` checks that the throttle's window, less one bucket, covers
+    /// the policy's `call_timeout` (every call that ends within its
+    /// timeout is credited in the bucket it was admitted in).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+    /// use watertight::throttle::ThrottleConfig;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).throttle(ThrottleConfig::DEFAULT).build().unwrap();
+    /// let search: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    /// search.breaker().disable(); // let the throttle alone decide, for this example
+    /// let mut throttled = 0;
+    /// for _ in 0..100 {
+    ///     // The system sheds everything it gets (a 503, a failure).
+    ///     match search.call(|| async { Err::<(), _>("503") }).await {
+    ///         Err(e) if matches!(e.kind(), ErrorKind::Throttled(_)) => throttled += 1,
+    ///         _ => {}
+    ///     }
+    /// }
+    /// let m = search.throttle().unwrap().metrics();
+    /// assert_eq!(m.refused, throttled);
+    /// assert!(throttled > 70); // about 90 % once it has seen a few refusals
+    /// # });
+    /// ```
+    pub const fn throttle(mut self, config: ThrottleConfig) -> Self {
+        self.throttle = Some(config);
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -440,6 +514,11 @@ impl PolicyConfigBuilder {
             Ok(r) => r,
             Err(e) => return Err(PolicyConfigError::Retry(e)),
         };
+        if let Some(throttle) = &self.throttle {
+            if let Err(e) = throttle.covers(self.call_timeout) {
+                return Err(PolicyConfigError::Throttle(e));
+            }
+        }
         Ok(PolicyConfig {
             max_concurrent: self.max_concurrent,
             max_wait: self.max_wait,
@@ -447,6 +526,7 @@ impl PolicyConfigBuilder {
             breaker: self.breaker,
             retry,
             rate: self.rate,
+            throttle: self.throttle,
         })
     }
 }
@@ -491,6 +571,10 @@ pub enum PolicyConfigError {
     Breaker(BreakerConfigError),
     /// The retry config is invalid.
     Retry(RetryConfigError),
+    /// The throttle's window, less one bucket, does not cover the
+    /// policy's `call_timeout` (or, read from serde or the environment, a
+    /// throttle setting is invalid).
+    Throttle(ThrottleConfigError),
 }
 
 /// A setting of a [`PolicyConfig`], as [`PolicyConfigError::field`] names
@@ -533,6 +617,12 @@ pub enum PolicyField {
     RetryBackoff,
     /// `retry_budget` (its tokens and its ratio).
     RetryBudget,
+    /// `throttle_k`.
+    ThrottleK,
+    /// `throttle_max_probability`.
+    ThrottleMaxProbability,
+    /// `throttle_window`.
+    ThrottleWindow,
 }
 
 impl PolicyField {
@@ -555,6 +645,9 @@ impl PolicyField {
             PolicyField::RetryMaxAttempts => "retry_max_attempts",
             PolicyField::RetryBackoff => "retry_backoff",
             PolicyField::RetryBudget => "retry_budget",
+            PolicyField::ThrottleK => "throttle_k",
+            PolicyField::ThrottleMaxProbability => "throttle_max_probability",
+            PolicyField::ThrottleWindow => "throttle_window",
         }
     }
 }
@@ -601,6 +694,11 @@ impl PolicyConfigError {
                 | RetryConfigError::BackoffCapBelowBase { .. } => PolicyField::RetryBackoff,
                 _ => PolicyField::RetryBudget,
             },
+            PolicyConfigError::Throttle(e) => match e {
+                ThrottleConfigError::K(_) => PolicyField::ThrottleK,
+                ThrottleConfigError::MaxProbability(_) => PolicyField::ThrottleMaxProbability,
+                _ => PolicyField::ThrottleWindow,
+            },
         }
     }
 }
@@ -621,6 +719,7 @@ impl fmt::Display for PolicyConfigError {
             PolicyConfigError::CallTimeoutZero => f.write_str("call_timeout must not be zero"),
             PolicyConfigError::Breaker(e) => write!(f, "breaker: {e}"),
             PolicyConfigError::Retry(e) => write!(f, "retry: {e}"),
+            PolicyConfigError::Throttle(e) => write!(f, "{e}"),
         }
     }
 }

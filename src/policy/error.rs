@@ -4,6 +4,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::breaker::Rejection;
+use crate::throttle::Throttled;
 
 /// Why a call made through a [`Policy`](super::Policy) did not return the system's answer.
 ///
@@ -32,6 +33,12 @@ use crate::breaker::Rejection;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind<E> {
+    /// The policy's client-side adaptive throttle
+    /// ([`PolicyConfigBuilder::throttle`](super::PolicyConfigBuilder::throttle))
+    /// refused this attempt locally: the system has been accepting much
+    /// less than it is sent. Checked first: no cell, no slot was taken and
+    /// the call was not made. Not retried.
+    Throttled(Throttled),
     /// The policy's rate limit ([`PolicyConfigBuilder::rate`](super::PolicyConfigBuilder::rate))
     /// had no cell for this attempt: it is checked first, so no slot was
     /// taken and the breaker was not asked. `retry_after` is the limiter's
@@ -228,6 +235,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     "{system} unavailable: rate limited, retry after {retry_after:?}"
                 )
             }
+            ErrorKind::Throttled(t) => write!(f, "{system} unavailable: {t}"),
             ErrorKind::BulkheadFull => write!(f, "{system} unavailable: bulkhead full"),
             ErrorKind::BulkheadClosed => write!(f, "{system} unavailable: bulkhead closed"),
             ErrorKind::CircuitOpen(r) => write!(f, "{system} unavailable: {r}"),
@@ -244,6 +252,7 @@ impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match &self.kind {
             ErrorKind::CircuitOpen(r) => Some(r),
+            ErrorKind::Throttled(t) => Some(t),
             ErrorKind::Call(e) => Some(e),
             _ => None,
         }

@@ -35,6 +35,7 @@ use crate::limit::{AdaptiveLimit, LimitAlgorithm, Signal};
 use crate::rate::RateLimiter;
 use crate::retry::{Jitter, RetryBudget, RetryConfig};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::throttle::AdaptiveThrottle;
 
 mod call;
 mod config;
@@ -56,6 +57,11 @@ pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 ///
 /// [`call`](Self::call) runs a call through the three:
 ///
+/// 0. if the config set a throttle ([`PolicyConfigBuilder::throttle`]),
+///    ask it: refused locally, [`ErrorKind::Throttled`]; nothing else is
+///    asked or taken. Admitted, the attempt's outcome is reported to it
+///    when the call ends (a success is an accept; a failure or the call
+///    timeout is not; any other end takes the request back).
 /// 0. if the config set a rate ([`PolicyConfigBuilder::rate`]), take one
 ///    cell of it, never waiting. None conforms now:
 ///    [`ErrorKind::RateLimited`] with the limiter's exact `retry_after`; no
@@ -116,6 +122,8 @@ pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 /// # });
 /// ```
 pub struct Policy<C, const N: usize = 64, W = Inline<N>, B = C> {
+    // Checked once per attempt, first; `None`: one branch.
+    throttle: Option<AdaptiveThrottle<C>>,
     // Checked once per attempt, before the bulkhead; `None`: one branch.
     rate: Option<RateLimiter<C>>,
     bulkhead: Bulkhead<C>,
@@ -151,10 +159,13 @@ impl Retries {
     }
 }
 
+/// Mixed into the policy's seed for its throttle's draws.
+const THROTTLE_SEED: u64 = 0x7468_726f_7474_6c65; // "throttle"
+
 /// The jitter's seed when the config sets none: with `std`, random per
 /// policy (std's random hash keys, fresh per process and per call), so that
 /// replicas do not retry in step; without it, the name's FNV-1a hash.
-fn default_seed(name: &str) -> u64 {
+pub(crate) fn default_seed(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -304,7 +315,14 @@ impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         let rate = config
             .rate
             .map(|quota| RateLimiter::new(name, quota, clock.clone()));
+        let throttle = config.throttle.map(|t| {
+            // Its own sequence, not the retries' (the same seed would
+            // draw the same numbers for both).
+            let seed = config.retry.seed().unwrap_or_else(|| default_seed(name));
+            AdaptiveThrottle::with_seed(name, t, clock.clone(), seed ^ THROTTLE_SEED)
+        });
         Ok(Policy {
+            throttle,
             rate,
             bulkhead,
             breaker,
@@ -385,6 +403,27 @@ impl<C, const N: usize, W, B> Policy<C, N, W, B> {
     /// ```
     pub fn rate_limiter(&self) -> Option<&RateLimiter<C>> {
         self.rate.as_ref()
+    }
+
+    /// The client-side adaptive throttle, if the config set one
+    /// ([`PolicyConfigBuilder::throttle`]), for its metrics: named after
+    /// the system, on the policy's clock, its draws seeded from the
+    /// retries' seed ([`RetryConfigBuilder::seed`](crate::retry::RetryConfigBuilder::seed)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::clock::ManualClock;
+    /// # use watertight::policy::{Policy, PolicyConfig};
+    /// use watertight::throttle::ThrottleConfig;
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = PolicyConfig::builder(4).throttle(ThrottleConfig::DEFAULT).build().unwrap();
+    /// let p: Policy<_> = Policy::new("payments", config, &clock).unwrap();
+    /// assert_eq!(p.throttle().unwrap().name(), "payments");
+    /// ```
+    pub fn throttle(&self) -> Option<&AdaptiveThrottle<C>> {
+        self.throttle.as_ref()
     }
     /// How long a call may wait for a slot (the config's `max_wait`).
     ///
@@ -705,6 +744,7 @@ impl<C, const N: usize, W: WindowStorage, B> fmt::Debug for Policy<C, N, W, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name())
+            .field("throttle", &self.throttle)
             .field("rate", &self.rate)
             .field("bulkhead", &self.bulkhead)
             .field("breaker", &self.breaker)

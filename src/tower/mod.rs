@@ -15,6 +15,7 @@
 //! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
 //! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
 //! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
+//! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
 //! readiness is the inner service's. A permit is taken per call and travels
@@ -73,6 +74,7 @@ mod classify;
 mod policy;
 mod rate;
 mod retry;
+mod throttle;
 
 pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
 pub use breaker::{BreakerError, BreakerFuture, BreakerLayer, BreakerService};
@@ -85,3 +87,7 @@ pub use rate::{
     Keyed, RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
 };
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};
+pub use throttle::{
+    ClassifyResponse, ErrIsOverloaded, ThrottleError, ThrottleFuture, ThrottleLayer,
+    ThrottleService,
+};
