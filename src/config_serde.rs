@@ -501,7 +501,7 @@ fields! {
 
     k: Number = "k";
     max_probability: Number = "max_probability";
-    window: Duration = "window";
+    throttle_window_nested: Duration = "window";
     throttle_k: Number = "throttle_k";
     throttle_max_probability: Number = "throttle_max_probability";
     throttle_window: Duration = "throttle_window";
@@ -828,7 +828,7 @@ struct RawThrottle {
     k: Option<Number>,
     #[serde(default, deserialize_with = "max_probability")]
     max_probability: Option<Number>,
-    #[serde(default, deserialize_with = "window")]
+    #[serde(default, deserialize_with = "throttle_window_nested")]
     window: Option<Duration>,
 }
 
