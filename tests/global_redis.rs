@@ -100,6 +100,18 @@ fn child_process() {
         return;
     };
     let url = std::env::var("WT_URL").unwrap();
+    if role == "exiter" {
+        // One thread: the keeper cannot run between the drops and the
+        // runtime's shutdown, which is what a process exiting looks like.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(exiter(&url));
+        drop(rt);
+        println!("WT exited=1");
+        return;
+    }
     runtime().block_on(async move {
         match role.as_str() {
             "worker" => worker(&url).await,
@@ -175,6 +187,17 @@ async fn holder(url: &str) {
     println!("WT held={}", held.len());
     // Killed (SIGKILL) by the parent long before this ends.
     tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// Takes five permits, drops them and returns: `main` ending right after.
+async fn exiter(url: &str) {
+    let g = GlobalBulkhead::connect(url, "payments", config(5).build().unwrap()).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        held.push(g.try_acquire().await.unwrap());
+    }
+    println!("WT held={}", held.len());
+    drop(held);
 }
 
 fn child(role: &str, server: &RedisServer) -> std::process::Child {
@@ -268,6 +291,134 @@ fn a_killed_holder_s_slots_come_back_within_one_lease() {
     });
 }
 
+#[test]
+fn a_process_that_drops_its_permits_and_exits_leaves_no_member() {
+    let server = RedisServer::start();
+    let out = child("exiter", &server).wait_with_output().unwrap();
+    assert!(out.status.success(), "the exiting process failed");
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(report(&out, "held"), Some(5));
+    assert_eq!(report(&out, "exited"), Some(1));
+    // Checked at once, not eventually: the process is gone, so whatever it
+    // did not send before exiting is never sent.
+    assert_eq!(
+        holders(&server),
+        0,
+        "the exited process left members behind"
+    );
+}
+
+#[test]
+fn close_waits_for_held_permits_and_flushes_every_release() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let g =
+            GlobalBulkhead::connect(&server.url(), "payments", config(5).build().unwrap()).unwrap();
+        let other =
+            GlobalBulkhead::connect(&server.url(), "payments", config(5).build().unwrap()).unwrap();
+        let mut permits = Vec::new();
+        for _ in 0..3 {
+            permits.push(g.try_acquire().await.unwrap());
+        }
+        let long = g.try_acquire().await.unwrap();
+        drop(permits); // handed to the keeper, not yet in Redis
+        let holder = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(!long.is_lost());
+            drop(long);
+        });
+        let closing = {
+            let g = g.clone();
+            tokio::spawn(async move { g.close().await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Closing: no new slot, while the held one stays counted.
+        assert!(matches!(g.try_acquire().await, Err(GlobalError::Closed)));
+        assert!(
+            !closing.is_finished(),
+            "close did not wait for the held permit"
+        );
+        assert_eq!(g.held(), 1);
+        holder.await.unwrap();
+        closing.await.unwrap().unwrap();
+        // Confirmed by Redis when close returns: no waiting here.
+        assert_eq!(holders(&server), 0);
+        assert_eq!(g.held(), 0);
+        let m = g.metrics();
+        assert_eq!((m.released, m.rejected_closed), (4, 1));
+        g.close().await.unwrap(); // again: at once
+                                  // Another handle is not affected.
+        assert!(other.try_acquire().await.is_ok());
+    });
+}
+
+#[test]
+fn fencing_tokens_grow_across_a_redis_restart_without_persistence() {
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        let c = config(2)
+            .store_breaker(quick_breaker())
+            .lease(Duration::from_secs(2))
+            .renew_every(Duration::from_millis(250))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        let mut before = 0;
+        for _ in 0..3 {
+            let p = g.try_acquire().await.unwrap();
+            before = before.max(p.fencing_token().unwrap());
+            p.release().await.unwrap();
+        }
+        server.restart(); // empty: the counter is gone
+        let p = granted_within(&g, Duration::from_secs(15))
+            .await
+            .expect("the global limit did not resume after the restart");
+        let after = p.fencing_token().unwrap();
+        println!("fencing token before the restart {before}, after {after}");
+        assert!(
+            after > before,
+            "a token after the restart ({after}) is not above the last one before it ({before})"
+        );
+    });
+}
+
+#[test]
+fn held_and_the_metrics_agree_with_is_lost() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        // A store timeout longer than the lease: the keeper's renewal is
+        // still waiting on a frozen Redis when the lease ends by the clock.
+        let c = GlobalConfig::builder(1)
+            .store_timeout(Duration::from_secs(3))
+            .lease(Duration::from_millis(600))
+            .renew_every(Duration::from_millis(150))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect(&server.url(), "payments", c).unwrap();
+        let permit = g.try_acquire().await.unwrap();
+        server.freeze();
+        let lost = lost_within(&permit, Duration::from_secs(5)).await;
+        // At the moment `is_lost` turns true, `held` and the metrics say so.
+        let (held, m) = (g.held(), g.metrics());
+        server.thaw();
+        assert!(lost);
+        assert_eq!((held, m.held, m.leases_lost), (0, 0, 1));
+        // And the other way round: a lease over by the clock is lost for
+        // `held` first, then for the permit, counted once.
+        let permit2 = {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            granted_within(&g, Duration::from_secs(5)).await.unwrap()
+        };
+        server.freeze();
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let held = g.held();
+        server.thaw();
+        assert_eq!(held, 0);
+        assert!(permit2.is_lost());
+        assert_eq!(g.metrics().leases_lost, 2);
+    });
+}
+
 // ---------------------------------------------------------------------------
 // The protocol, in one process.
 
@@ -284,14 +435,16 @@ fn the_limit_holds_and_fencing_tokens_grow() {
         let p2 = b.try_acquire().await.unwrap();
         let p3 = a.try_acquire().await.unwrap();
         assert!(matches!(b.try_acquire().await, Err(GlobalError::Full)));
+        // Consecutive, from wherever the counter started (Redis's `TIME`).
+        let t1 = p1.fencing_token().unwrap();
         let tokens = [p1.fencing_token(), p2.fencing_token(), p3.fencing_token()];
-        assert_eq!(tokens, [Some(1), Some(2), Some(3)]);
+        assert_eq!(tokens, [Some(t1), Some(t1 + 1), Some(t1 + 2)]);
         assert_eq!((a.held(), b.held()), (2, 1));
         assert_eq!(holders(&server), 3);
         p2.release().await.unwrap();
         assert_eq!(holders(&server), 2);
         let p4 = b.try_acquire().await.unwrap();
-        assert_eq!(p4.fencing_token(), Some(4));
+        assert_eq!(p4.fencing_token(), Some(t1 + 3));
         drop((p1, p3, p4));
         assert!(
             eventually(Duration::from_secs(5), || holders(&server) == 0),
@@ -312,6 +465,7 @@ fn a_waiter_is_woken_by_a_release_not_by_polling() {
         let a = GlobalBulkhead::connect(&url, "payments", config(1).build().unwrap()).unwrap();
         let b = GlobalBulkhead::connect(&url, "payments", config(1).build().unwrap()).unwrap();
         let held = a.try_acquire().await.unwrap();
+        let first = held.fencing_token().unwrap();
         // Let b's connection subscribe before it waits.
         let _ = b.try_acquire().await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -327,7 +481,11 @@ fn a_waiter_is_woken_by_a_release_not_by_polling() {
         assert!(during <= 2, "the waiter polled Redis {during} times in 1 s");
         held.release().await.unwrap();
         let (token, waited) = waiter.await.unwrap();
-        assert_eq!(token.unwrap(), Some(2), "the waiter took the freed slot");
+        assert_eq!(
+            token.unwrap(),
+            Some(first + 1),
+            "the waiter took the freed slot"
+        );
         // Woken by the release, long before the 60 s lease would free it.
         assert!(waited < Duration::from_secs(10));
         let calls = server.evalsha_calls() - before;

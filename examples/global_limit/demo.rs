@@ -320,6 +320,11 @@ async fn worker(role: &str) -> Result<(), String> {
             Outcome::Failed => tally.failed += 1,
         }
     }
+    if let Limit::Global(g) = &*limit {
+        // Before `main` returns: every release reaches Redis, and the
+        // keeper task stops.
+        g.close().await.map_err(|e| format!("close: {e}"))?;
+    }
     println!("done {} {} {}", tally.ok, tally.refused, tally.failed);
     Ok(())
 }
@@ -356,10 +361,9 @@ async fn one_call(client: &reqwest::Client, limit: &Limit, url: String) -> Outco
                 return Outcome::Refused;
             };
             let outcome = ask(client, url).await;
-            // Wait for Redis to take the slot back, so that the process
-            // may exit right after its last call (a drop hands the release
-            // to the keeper task instead, which is what a service does).
-            let _ = permit.release().await;
+            // The drop hands the release to the keeper task (never
+            // blocking); `close` at the end of the worker flushes them.
+            drop(permit);
             outcome
         }
     }

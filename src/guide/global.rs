@@ -19,7 +19,8 @@
 //!     .build()?;
 //! let payments = GlobalBulkhead::connect("redis://127.0.0.1/", "payments", config)?;
 //! let permit = payments.acquire_timeout(Duration::from_millis(200)).await?;
-//! # drop(permit);
+//! drop(permit); // handed to a background task, never blocking
+//! payments.close().await?; // at shutdown: every release confirmed by Redis
 //! # Ok(())
 //! # }
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run()).unwrap();
@@ -36,7 +37,15 @@
 //!   carry the hash tag `{name}` (one Redis Cluster slot per system).
 //! - **Fencing tokens**: each grant carries the next value of a per-system
 //!   counter (`permit.fencing_token()`), for downstreams that refuse stale
-//!   holders.
+//!   holders. A missing counter (Redis restarted without persistence)
+//!   starts again from Redis's `TIME` in microseconds, so tokens keep
+//!   growing across a restart.
+//! - **Shutting down**: `close().await` refuses new acquisitions, waits for
+//!   the permits still held, sends every release and waits for Redis, then
+//!   stops the background task; call it before `main` returns. Without it,
+//!   a tokio runtime that shuts down drops the task, which sends what is
+//!   still queued on a blocking connection (best effort, one store timeout
+//!   at most); a release never sent costs its slot one lease.
 //! - **Leases** (60 s by default) renewed by one background task per process,
 //!   all its holders in one script call; a process that dies (`kill -9`) leaks
 //!   nothing, its slots come back within one lease. A permit whose lease was
@@ -93,7 +102,8 @@
 //!
 //! The time column is the round's wall time, start-up excluded: round 2 is
 //! slower because 160 calls now take turns in 20 slots instead of 80, and each
-//! acquire and release is a Redis round trip. `tests/global_limit_example.rs`
+//! acquire and release is a Redis round trip. Each worker ends with
+//! `close().await`, so its last releases reach Redis before it exits. `tests/global_limit_example.rs`
 //! runs the same demonstration and checks it: every call answered in both
 //! rounds, more than 20 at once at the neighbour in round 1, between 10 and 20
 //! in round 2.

@@ -131,11 +131,14 @@ pub enum GlobalError {
     /// Redis could not be reached and the fallback is
     /// [`FailClosed`](super::Fallback::FailClosed).
     StoreUnavailable(StoreFailure),
+    /// [`close`](super::GlobalBulkhead::close) was called: this process
+    /// takes no more slots.
+    Closed,
 }
 
 impl GlobalError {
     /// The cause as the metrics label it: `full`, `timed_out`, `local_cap`,
-    /// `store_unavailable`.
+    /// `store_unavailable`, `closed`.
     ///
     /// # Examples
     ///
@@ -149,6 +152,7 @@ impl GlobalError {
             GlobalError::TimedOut => "timed_out",
             GlobalError::LocalCap(_) => "local_cap",
             GlobalError::StoreUnavailable(_) => "store_unavailable",
+            GlobalError::Closed => "closed",
         }
     }
 
@@ -176,6 +180,7 @@ impl fmt::Display for GlobalError {
             GlobalError::TimedOut => f.write_str("timed out waiting for a global slot"),
             GlobalError::LocalCap(e) => write!(f, "local cap: {e}"),
             GlobalError::StoreUnavailable(e) => write!(f, "global limit unavailable: {e}"),
+            GlobalError::Closed => f.write_str("global bulkhead closed"),
         }
     }
 }

@@ -21,6 +21,8 @@
 //! let token = permit.fencing_token(); // for a downstream that rejects stale holders
 //! charge().await.ok();
 //! drop(permit); // released in the background; `permit.release().await` waits for it
+//!
+//! payments.close().await?; // at shutdown: every release sent, the keeper stopped
 //! # let _ = token; Ok(()) }
 //! ```
 //!
@@ -70,8 +72,22 @@
 //! those holders' renewals find their members gone and report the leases
 //! lost). The fencing counter can step back the same way. Fencing tokens
 //! with a downstream check are the answer where over-limit calls must be
-//! refused; without persistence, a Redis restart starts the counter again.
+//! refused. A counter that is missing (a Redis restarted without
+//! persistence, an evicted key) starts again from Redis's `TIME` in
+//! microseconds, so tokens keep growing across a restart as long as the
+//! system took fewer than one grant per microsecond since the counter
+//! first started (a Redis primary runs well under 100,000 grants a second)
+//! and the new server's clock is not behind the old one's.
 //! This crate guarantees the limit on one primary, not across a failover.
+//!
+//! **Shutting down.** [`GlobalBulkhead::close`] refuses new acquisitions,
+//! waits for the permits still held, sends every release and waits for
+//! Redis to confirm it, then stops the keeper: call it before `main`
+//! returns (a rolling deploy would otherwise leave the last moments'
+//! slots taken for a lease). Without it, on tokio, a runtime that shuts
+//! down drops the keeper, whose drop sends what is still queued on a
+//! blocking connection (at most one store timeout, nothing more tried
+//! after a failure), as do permits dropped after it.
 //!
 //! **Waiting** is woken, not polled. A waiter ([`acquire_until`],
 //! [`acquire_timeout`]) registers for the release notifications (the
@@ -130,13 +146,14 @@ use crate::clock::{Clock, Instant, Timer, TokioClock};
 use crate::policy::{self, ErrorKind, Policy};
 use crate::sync::{AtomicU64, Ordering};
 
+use keeper::Msg;
 use store::{check_name, Acquired, Core, Lease};
 
 /// What a handle and its permits hold.
 struct Inner<R> {
     core: Arc<Core<R>>,
-    /// To the keeper: members whose permits were dropped.
-    releases: mpsc::UnboundedSender<String>,
+    /// To the keeper: members whose permits were dropped, and `close`.
+    releases: mpsc::UnboundedSender<Msg>,
     front: Option<Arc<Bulkhead<R>>>,
     share: Option<Arc<Bulkhead<R>>>,
     breaker: HeapBreaker<R>,
@@ -190,6 +207,29 @@ impl<R: Runtime> core::fmt::Debug for GlobalBulkhead<R> {
     }
 }
 
+impl<R: Runtime> Inner<R> {
+    /// Gives `member`'s slot back, never blocking while the keeper runs:
+    /// the keeper sends it, batched. Once the keeper has ended (`close`)
+    /// a task of its own sends it; once the keeper's runtime has shut down,
+    /// a blocking connection does (bounded by the store timeout).
+    fn give_back(&self, member: String) {
+        let Err(mpsc::error::SendError(Msg::Release(member))) =
+            self.releases.send(Msg::Release(member))
+        else {
+            return;
+        };
+        let core = &self.core;
+        if !core.keeper_gone() && core.clock.can_spawn() {
+            let core = Arc::clone(core);
+            core.clock.clone().spawn(async move {
+                let _ = core.release(core::slice::from_ref(&member)).await;
+            });
+        } else {
+            core.release_blocking(core::slice::from_ref(&member));
+        }
+    }
+}
+
 /// A tag unique to this process and handle: the process id, the time and
 /// std's per-process random hash keys.
 fn random_tag() -> String {
@@ -212,7 +252,13 @@ impl GlobalBulkhead {
     /// Redis is down, with the [fallback](Fallback) until Redis answers.
     /// The connection speaks RESP3 (Redis 6 or later), for the release
     /// notifications. It starts the keeper task on the current tokio
-    /// runtime; the task ends when the last handle and permit are dropped.
+    /// runtime; the task ends when the last handle and permit are dropped,
+    /// or at [`close`](GlobalBulkhead::close).
+    ///
+    /// Call [`close`](GlobalBulkhead::close)`.await` before the process
+    /// exits: it sends the releases still queued and waits for Redis to
+    /// confirm them. (If the runtime shuts down first, the keeper's drop
+    /// sends them on a blocking connection, best effort.)
     ///
     /// # Errors
     ///
@@ -307,6 +353,59 @@ impl<R: Runtime> GlobalBulkhead<R> {
         })
     }
 
+    /// Shuts this process's use of the limit down cleanly, for the end of
+    /// `main` (or a graceful shutdown): it refuses new acquisitions from
+    /// every handle ([`GlobalError::Closed`]), waits for the global permits
+    /// still held to be dropped (they stay valid and renewed until then,
+    /// as a local bulkhead's do after its `close`), sends every release to
+    /// Redis and waits for Redis to confirm them, and stops the keeper
+    /// task. After it, this process holds nothing in Redis.
+    ///
+    /// Without it, releases still queued when the runtime shuts down are
+    /// sent by the keeper's drop on a blocking connection (at most one
+    /// store timeout; on tokio, where a runtime's shutdown drops its tasks;
+    /// smol's global executor never drops them, so there only `close`
+    /// flushes). A release that is never sent costs its slot one lease.
+    ///
+    /// Calling it again (or from a clone) waits the same way, and returns
+    /// `Ok` at once once the keeper has stopped.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreFailure`] if Redis did not confirm every release (those
+    /// slots then come back when their leases end).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the handle closed (refusing) and the
+    /// keeper running: the releases still go out, only unawaited. Bound the
+    /// wait for calls still running with a timeout
+    /// (`tokio::time::timeout(d, g.close())`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError};
+    /// # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let g = GlobalBulkhead::connect("redis://127.0.0.1/", "payments", GlobalConfig::builder(20).build()?)?;
+    /// let permit = g.try_acquire().await?;
+    /// drop(permit);
+    /// g.close().await?; // the release has reached Redis; `main` may return
+    /// assert!(matches!(g.try_acquire().await, Err(GlobalError::Closed)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) -> Result<(), StoreFailure> {
+        let core = &self.inner.core;
+        core.close();
+        core.drained().await;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.inner.releases.send(Msg::Close(tx)).is_err() {
+            return Ok(()); // the keeper has already stopped
+        }
+        // The keeper ends only by answering, unless its runtime shuts down.
+        rx.await.unwrap_or(Err(StoreFailure::TimedOut))
+    }
+
     /// The system's name.
     ///
     /// # Examples
@@ -338,7 +437,10 @@ impl<R: Runtime> GlobalBulkhead<R> {
     }
 
     /// Global permits this process holds now (taken from Redis, not yet
-    /// released).
+    /// released) whose lease is not lost: it agrees with
+    /// [`GlobalPermit::is_lost`] and with the metrics' `leases_lost` at any
+    /// moment (a lease found over by the clock here is marked lost and
+    /// counted at once, before the keeper's next renewal).
     ///
     /// # Examples
     ///
@@ -561,6 +663,9 @@ impl<R: Runtime> GlobalBulkhead<R> {
     ) -> Result<GlobalPermit<R>, GlobalError> {
         let inner = &*self.inner;
         let core = &*inner.core;
+        if core.is_closed() {
+            return Err(core.stats.rejected(core.name, GlobalError::Closed));
+        }
         let front = match &inner.front {
             None => None,
             Some(front) => {
@@ -598,9 +703,13 @@ impl<R: Runtime> GlobalBulkhead<R> {
             };
             match reply {
                 Ok(Acquired::Granted { token, held }) => {
-                    core.stats.granted(core.name, held);
                     let lease = Arc::new(Lease::new(member, sent_at));
-                    core.hold(seq, Arc::clone(&lease));
+                    if !core.hold(seq, Arc::clone(&lease)) {
+                        // `close` began while Redis was granting it.
+                        inner.give_back(String::from(lease.member()));
+                        return Err(core.stats.rejected(core.name, GlobalError::Closed));
+                    }
+                    core.stats.granted(core.name, held);
                     return Ok(GlobalPermit {
                         held: Held::Global { seq, token, lease },
                         inner: Arc::clone(&self.inner),
@@ -658,12 +767,12 @@ impl<R: Runtime> GlobalBulkhead<R> {
                 Ok(_) => probe.success(),
                 Err(_) => {
                     probe.failure();
-                    let _ = inner.releases.send(member.clone());
+                    inner.give_back(member.clone());
                 }
             }
             if let Err(Ok(Acquired::Granted { .. })) = tx.send(reply) {
                 // Nobody is waiting for it any more.
-                let _ = inner.releases.send(member);
+                inner.give_back(member);
             }
         });
         async move {
@@ -709,7 +818,9 @@ impl<R: Runtime> GlobalBulkhead<R> {
 fn policy_kind<E>(e: GlobalError) -> ErrorKind<E> {
     match e {
         GlobalError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
-        GlobalError::LocalCap(AcquireError::Closed) => ErrorKind::BulkheadClosed,
+        GlobalError::LocalCap(AcquireError::Closed) | GlobalError::Closed => {
+            ErrorKind::BulkheadClosed
+        }
         _ => ErrorKind::BulkheadFull,
     }
 }
@@ -819,9 +930,7 @@ impl<R: Runtime> GlobalPermit<R> {
     /// ```
     pub fn is_lost(&self) -> bool {
         match &self.held {
-            Held::Global { lease, .. } => {
-                lease.is_lost(self.inner.core.config.lease, self.inner.core.clock.now())
-            }
+            Held::Global { seq, lease, .. } => self.inner.core.check_lost(*seq, lease),
             Held::Share { .. } | Held::Released => false,
         }
     }
@@ -849,10 +958,12 @@ impl<R: Runtime> GlobalPermit<R> {
         };
         let (seq, member) = (*seq, String::from(lease.member()));
         let core = Arc::clone(&self.inner.core);
+        lease.set_released();
         core.forget_lease(seq);
         let released = core.release(core::slice::from_ref(&member)).await;
         if released.is_ok() {
             self.held = Held::Released;
+            core.permit_gone();
         }
         // Otherwise (and if this future is dropped before Redis answers)
         // the permit's drop hands the release to the keeper.
@@ -863,9 +974,12 @@ impl<R: Runtime> GlobalPermit<R> {
 impl<R: Runtime> Drop for GlobalPermit<R> {
     fn drop(&mut self) {
         if let Held::Global { seq, lease, .. } = &self.held {
+            lease.set_released();
+            // Handed on before the permit stops counting as alive, so that
+            // `close` finds every release queued ahead of it.
+            self.inner.give_back(String::from(lease.member()));
             self.inner.core.forget_lease(*seq);
-            // Never blocks: the keeper sends it, batched with others.
-            let _ = self.inner.releases.send(String::from(lease.member()));
+            self.inner.core.permit_gone();
         }
     }
 }

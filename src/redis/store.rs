@@ -21,7 +21,7 @@ use super::error::{GlobalBuildError, StoreFailure};
 use super::runtime::Runtime;
 use super::telemetry::Stats;
 use crate::clock::Instant;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The longest system name: its keys stay short.
 const MAX_NAME: usize = 128;
@@ -83,6 +83,9 @@ pub(super) struct Lease {
     /// clock: Redis's lease ends no earlier than this plus the lease.
     renewed_at: AtomicU64,
     lost: AtomicBool,
+    /// Its permit was dropped or released: a renewal that finds it gone
+    /// is not a lost lease.
+    released: AtomicBool,
 }
 
 impl Lease {
@@ -92,6 +95,7 @@ impl Lease {
             member,
             renewed_at: AtomicU64::new(sent_at.as_nanos()),
             lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         }
     }
 
@@ -114,9 +118,15 @@ impl Lease {
         self.renewed_at.store(sent.as_nanos(), Ordering::Release);
     }
 
-    /// Marks the lease lost; true the first time.
+    /// Marks the lease lost; true the first time (and never for a lease
+    /// whose permit was already given back).
     pub(super) fn mark_lost(&self) -> bool {
-        !self.lost.swap(true, Ordering::AcqRel)
+        !self.released.load(Ordering::Acquire) && !self.lost.swap(true, Ordering::AcqRel)
+    }
+
+    /// Its permit gave the slot back (the release is on its way).
+    pub(super) fn set_released(&self) {
+        self.released.store(true, Ordering::Release);
     }
 }
 
@@ -141,6 +151,22 @@ pub(super) struct Core<R> {
     /// Whether the connection is subscribed to the release channel.
     subscribed: Arc<AtomicBool>,
     leases: Mutex<HashMap<u64, Arc<Lease>>>,
+    /// Set (under the `leases` lock) by `GlobalBulkhead::close`: no lease
+    /// is recorded after it.
+    closed: AtomicBool,
+    /// Global permits alive (dropped ones not counted), and the event
+    /// `close` waits on for them to reach zero.
+    alive: AtomicUsize,
+    drained: Event,
+    /// The keeper's future was dropped (its runtime shut down) without
+    /// `close`: releases go to Redis on a blocking connection from then on.
+    keeper_gone: AtomicBool,
+    /// That blocking connection, made on first need; and whether it
+    /// failed once (then nothing more is tried: a shutdown must not wait a
+    /// store timeout per permit).
+    client: ::redis::Client,
+    blocking: Mutex<Option<::redis::Connection>>,
+    blocking_failed: AtomicBool,
 }
 
 impl<R: Runtime> Core<R> {
@@ -189,7 +215,7 @@ impl<R: Runtime> Core<R> {
             .set_connection_timeout(Some(timeout))
             .set_push_sender(push)
             .set_automatic_resubscription();
-        let con = ConnectionManager::new_lazy_with_config(client, manager)
+        let con = ConnectionManager::new_lazy_with_config(client.clone(), manager)
             .map_err(GlobalBuildError::BadUrl)?;
 
         Ok(Core {
@@ -203,6 +229,13 @@ impl<R: Runtime> Core<R> {
             released,
             subscribed,
             leases: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            alive: AtomicUsize::new(0),
+            drained: Event::new(),
+            keeper_gone: AtomicBool::new(false),
+            client,
+            blocking: Mutex::new(None),
+            blocking_failed: AtomicBool::new(false),
         })
     }
 
@@ -300,16 +333,136 @@ impl<R: Runtime> Core<R> {
         self.released.listen()
     }
 
-    /// Records a grant this process holds, to be renewed.
-    pub(super) fn hold(&self, seq: u64, lease: Arc<Lease>) {
-        if let Ok(mut leases) = self.leases.lock() {
-            leases.insert(seq, lease);
+    /// Records a grant this process holds, to be renewed, and counts its
+    /// permit alive; false (nothing recorded) once `close` has begun.
+    pub(super) fn hold(&self, seq: u64, lease: Arc<Lease>) -> bool {
+        let Ok(mut leases) = self.leases.lock() else {
+            return false;
+        };
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        leases.insert(seq, lease);
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Refuses every later `hold`; true the first time.
+    pub(super) fn close(&self) -> bool {
+        let _leases = self.leases.lock();
+        !self.closed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether `close` has begun.
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// A global permit is gone (its release already handed on).
+    pub(super) fn permit_gone(&self) {
+        if self.alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.drained.notify(usize::MAX);
         }
     }
 
-    /// How many grants this process holds.
+    /// Resolves once no global permit of this process is alive.
+    pub(super) async fn drained(&self) {
+        loop {
+            let listener = self.drained.listen();
+            if self.alive.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    /// How many grants this process holds with a live lease. A lease found
+    /// over by the clock here is marked lost (and counted) at once, so
+    /// that `held`, the metrics and [`GlobalPermit::is_lost`] agree
+    /// without waiting for the keeper's next renewal.
+    ///
+    /// [`GlobalPermit::is_lost`]: super::GlobalPermit::is_lost
     pub(super) fn held(&self) -> usize {
-        self.leases.lock().map_or(0, |l| l.len())
+        let now = self.clock.now();
+        let Ok(mut leases) = self.leases.lock() else {
+            return 0;
+        };
+        leases.retain(|_, l| {
+            if l.is_lost(self.config.lease, now) {
+                if l.mark_lost() {
+                    self.stats.lost(self.name, l.member());
+                }
+                false
+            } else {
+                true
+            }
+        });
+        leases.len()
+    }
+
+    /// Whether `lease` is lost at `now`; the first time that is seen, it
+    /// is marked and counted and no longer renewed (as the keeper would).
+    pub(super) fn check_lost(&self, seq: u64, lease: &Lease) -> bool {
+        if !lease.is_lost(self.config.lease, self.clock.now()) {
+            return false;
+        }
+        if lease.mark_lost() {
+            self.stats.lost(self.name, lease.member());
+        }
+        self.forget_lease(seq);
+        true
+    }
+
+    /// Whether the keeper is gone with its runtime.
+    pub(super) fn keeper_gone(&self) -> bool {
+        self.keeper_gone.load(Ordering::Acquire)
+    }
+
+    /// The keeper's future was dropped without `close`.
+    pub(super) fn set_keeper_gone(&self) {
+        self.keeper_gone.store(true, Ordering::Release);
+    }
+
+    /// Removes `members` on a blocking connection, bounded by the store
+    /// timeout: the last resort once the keeper's runtime has shut down.
+    /// After one failure it tries nothing more (the leases end by
+    /// themselves within one lease).
+    pub(super) fn release_blocking(&self, members: &[String]) {
+        if members.is_empty() || self.blocking_failed.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(mut slot) = self.blocking.lock() else {
+            return;
+        };
+        let timeout = Some(self.config.store_timeout);
+        if slot.is_none() {
+            *slot = self
+                .client
+                .get_connection_with_timeout(self.config.store_timeout)
+                .and_then(|c| {
+                    c.set_read_timeout(timeout)?;
+                    c.set_write_timeout(timeout)?;
+                    Ok(c)
+                })
+                .ok();
+        }
+        let Some(con) = slot.as_mut() else {
+            self.blocking_failed.store(true, Ordering::Release);
+            return;
+        };
+        for chunk in members.chunks(1024) {
+            let mut inv = self.scripts.release.key(&self.keys.holders);
+            inv.arg(&self.keys.channel);
+            for m in chunk {
+                inv.arg(m);
+            }
+            if inv.invoke::<u64>(con).is_err() {
+                self.blocking_failed.store(true, Ordering::Release);
+                *slot = None;
+                return;
+            }
+            self.stats.released(chunk.len());
+        }
     }
 
     /// The grants this process holds now (`None` if the lock is poisoned).

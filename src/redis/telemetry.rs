@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `global_bulkhead_in_flight` | gauge | holders fleet-wide, as Redis last answered this process |
 //! | `global_bulkhead_acquired_total` | counter | permits granted; `source` = `global` or `local_share` |
-//! | `global_bulkhead_rejected_total` | counter | refusals; `cause` = `full`, `timed_out`, `local_cap`, `store_unavailable` |
+//! | `global_bulkhead_rejected_total` | counter | refusals; `cause` = `full`, `timed_out`, `local_cap`, `store_unavailable`, `closed` |
 //! | `global_bulkhead_store_errors_total` | counter | Redis commands that failed or timed out |
 //! | `global_bulkhead_lease_renewals_total` | counter | leases renewed (one per lease per renewal) |
 //! | `global_bulkhead_leases_lost_total` | counter | leases lost |
@@ -47,6 +47,8 @@ pub struct GlobalMetrics {
     pub rejected_local_cap: u64,
     /// Refused: Redis unreachable, `FailClosed`.
     pub rejected_store_unavailable: u64,
+    /// Refused: the handle was closed.
+    pub rejected_closed: u64,
     /// Redis commands that returned an error.
     pub store_errors: u64,
     /// Redis commands that did not answer within the store timeout.
@@ -73,6 +75,7 @@ impl GlobalMetrics {
             + self.rejected_timed_out
             + self.rejected_local_cap
             + self.rejected_store_unavailable
+            + self.rejected_closed
     }
 }
 
@@ -85,6 +88,7 @@ pub(super) struct Stats {
     rejected_timed_out: AtomicU64,
     rejected_local_cap: AtomicU64,
     rejected_store: AtomicU64,
+    rejected_closed: AtomicU64,
     store_errors: AtomicU64,
     store_timeouts: AtomicU64,
     renewals: AtomicU64,
@@ -108,6 +112,7 @@ impl Stats {
             rejected_timed_out: r(&self.rejected_timed_out),
             rejected_local_cap: r(&self.rejected_local_cap),
             rejected_store_unavailable: r(&self.rejected_store),
+            rejected_closed: r(&self.rejected_closed),
             store_errors: r(&self.store_errors),
             store_timeouts: r(&self.store_timeouts),
             lease_renewals: r(&self.renewals),
@@ -147,6 +152,7 @@ impl Stats {
                 GlobalError::TimedOut => &self.rejected_timed_out,
                 GlobalError::LocalCap(_) => &self.rejected_local_cap,
                 GlobalError::StoreUnavailable(_) => &self.rejected_store,
+                GlobalError::Closed => &self.rejected_closed,
             },
             1,
         );

@@ -1,7 +1,10 @@
 -- Take one slot of a global bulkhead, atomically.
 --
 -- KEYS[1]  the holders: a sorted set of members scored by lease expiry (ms, Redis's TIME)
--- KEYS[2]  the fencing counter: one INCR per grant, never reset by this crate
+-- KEYS[2]  the fencing counter: one INCR per grant, never reset by this crate;
+--          when it is missing (first use, or a restart without persistence)
+--          it starts from Redis's TIME in microseconds, so that tokens keep
+--          growing across a restart (grants are far fewer than 1 per µs)
 -- ARGV[1]  the limit
 -- ARGV[2]  the lease (ms)
 -- ARGV[3]  the member to add: unique per attempt, chosen by the client
@@ -18,6 +21,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
 
 if held < limit then
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    -- As a string: Lua's number formatting would round 16 digits.
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+  end
   local token = redis.call('INCR', KEYS[2])
   redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
   -- The set outlives its longest lease by a second, then goes by itself.
