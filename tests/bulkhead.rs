@@ -1380,13 +1380,19 @@ fn cancel_timeout_and_close_give_places_back() {
     let _held = bh.try_acquire().unwrap();
     let a = Task::pending(bh.acquire());
     let mut b = Task::pending(bh.acquire_timeout(10 * MS));
-    assert_eq!(now_or_never(bh.acquire()).unwrap_err(), AcquireError::QueueFull);
+    assert_eq!(
+        now_or_never(bh.acquire()).unwrap_err(),
+        AcquireError::QueueFull
+    );
 
     // A cancelled wait's place is free again.
     drop(a);
     assert_queue(&bh, (1, 1, 0, 1));
     let c = Task::pending(bh.acquire());
-    assert_eq!(now_or_never(bh.acquire()).unwrap_err(), AcquireError::QueueFull);
+    assert_eq!(
+        now_or_never(bh.acquire()).unwrap_err(),
+        AcquireError::QueueFull
+    );
 
     // So is a timed-out one's.
     clock.advance(10 * MS);
@@ -1401,7 +1407,10 @@ fn cancel_timeout_and_close_give_places_back() {
     assert_queue(&bh, (0, 2, 1, 1));
     assert_eq!(c.ready().unwrap_err(), AcquireError::Closed);
     assert_eq!(d.ready().unwrap_err(), AcquireError::Closed);
-    assert_eq!(now_or_never(bh.acquire()).unwrap_err(), AcquireError::Closed);
+    assert_eq!(
+        now_or_never(bh.acquire()).unwrap_err(),
+        AcquireError::Closed
+    );
     assert_eq!(bh.metrics().rejected_queue_full, 2);
 }
 
@@ -1468,7 +1477,10 @@ fn a_panic_while_queueing_gives_the_reserved_place_back() {
     // Nothing leaked: the one place is free for the next waiter.
     assert_queue(&bh, (0, 0, 0, 0));
     let _a = Task::pending(bh.acquire());
-    assert_eq!(now_or_never(bh.acquire()).unwrap_err(), AcquireError::QueueFull);
+    assert_eq!(
+        now_or_never(bh.acquire()).unwrap_err(),
+        AcquireError::QueueFull
+    );
 }
 
 #[test]
@@ -1476,7 +1488,9 @@ fn max_waiters_is_checked() {
     let clock = ManualClock::new();
     let max = Bulkhead::<&ManualClock>::MAX_WAITERS;
     assert!(max >= 65_534);
-    let b = Bulkhead::new("x", 1, &clock).try_with_max_waiters(max).unwrap();
+    let b = Bulkhead::new("x", 1, &clock)
+        .try_with_max_waiters(max)
+        .unwrap();
     assert_eq!(b.max_waiters(), Some(max));
     let err = Bulkhead::new("x", 1, &clock)
         .try_with_max_waiters(max + 1)

@@ -1041,14 +1041,22 @@ fn max_waiters_deserializes_from_numbers_strings_and_env() {
     .unwrap();
     assert_eq!(c.max_waiters(), Some(0));
     // Absent, or null: no bound.
-    assert_eq!(policy(vec![("max_concurrent", V::U(8))]).unwrap().max_waiters(), None);
+    assert_eq!(
+        policy(vec![("max_concurrent", V::U(8))])
+            .unwrap()
+            .max_waiters(),
+        None
+    );
     assert_eq!(
         policy(vec![("max_concurrent", V::U(8)), ("max_waiters", V::Null)])
             .unwrap()
             .max_waiters(),
         None
     );
-    let vars = env(&[("SEARCH__MAX_CONCURRENT", "16"), ("SEARCH__MAX_WAITERS", "32")]);
+    let vars = env(&[
+        ("SEARCH__MAX_CONCURRENT", "16"),
+        ("SEARCH__MAX_WAITERS", "32"),
+    ]);
     let c: PolicyConfig = envy::prefixed("SEARCH__").from_iter(vars).unwrap();
     assert_eq!(c.max_waiters(), Some(32));
 }
@@ -1065,7 +1073,10 @@ fn bad_max_waiters_are_refused_naming_the_field() {
     assert_names(with(V::S("1.5")), "max_waiters", "whole number");
     assert_names(with(V::S("many")), "max_waiters", "number");
     let max = watertight::Bulkhead::<()>::MAX_WAITERS;
-    let err = PolicyConfig::builder(8).max_waiters(max + 1).build().unwrap_err();
+    let err = PolicyConfig::builder(8)
+        .max_waiters(max + 1)
+        .build()
+        .unwrap_err();
     assert_eq!(
         err,
         watertight::policy::PolicyConfigError::MaxWaitersTooLarge { max }

@@ -246,9 +246,17 @@ struct Hot {
 // (thumbv7em).
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 128);
-#[cfg(all(target_os = "none", target_pointer_width = "32", feature = "critical-section"))]
+#[cfg(all(
+    target_os = "none",
+    target_pointer_width = "32",
+    feature = "critical-section"
+))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 64);
-#[cfg(all(target_os = "none", target_pointer_width = "32", not(feature = "critical-section")))]
+#[cfg(all(
+    target_os = "none",
+    target_pointer_width = "32",
+    not(feature = "critical-section")
+))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 68);
 
 /// What only rejections, cancellations, carries and readers touch.

@@ -689,7 +689,12 @@ impl<'a> Harness<'a> {
             m.rejected_full + m.rejected_timed_out + m.rejected_closed + m.rejected_queue_full
         );
         if let Some(max) = m.max_waiters {
-            ensure!(m.waiting() <= max, "model: {} waiting above the bound {}", m.waiting(), max);
+            ensure!(
+                m.waiting() <= max,
+                "model: {} waiting above the bound {}",
+                m.waiting(),
+                max
+            );
         }
         Ok(())
     }
