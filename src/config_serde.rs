@@ -38,6 +38,7 @@
 //! | `pool_size` | connections | `max_concurrent = pool_size × 0.8` ([`PolicyConfig::for_pool`]) |
 //! | `max_wait` (`bulkhead_acquire_timeout`) | duration | 100 ms |
 //! | `allow_long_max_wait` | bool | false (a `max_wait` above 1 s is refused) |
+//! | `max_waiters` (`bulkhead_max_waiters`) | calls waiting for a slot | no bound |
 //! | `call_timeout` | duration | 30 s |
 //! | `breaker` | a nested breaker table, as above | the breaker's defaults |
 //! | `cb_window_size`, `cb_min_calls`, … | the breaker's keys with a `cb_` prefix | |
@@ -483,6 +484,7 @@ fields! {
     pool_size: usize = "pool_size";
     max_wait: Duration = "max_wait";
     allow_long_max_wait: bool = "allow_long_max_wait";
+    max_waiters: usize = "max_waiters";
     call_timeout: Duration = "call_timeout";
 
     retry_max_attempts: u32 = "retry_max_attempts";
@@ -919,6 +921,12 @@ struct RawPolicy {
     max_wait: Option<Duration>,
     #[serde(default, deserialize_with = "allow_long_max_wait")]
     allow_long_max_wait: Option<bool>,
+    #[serde(
+        default,
+        alias = "bulkhead_max_waiters",
+        deserialize_with = "max_waiters"
+    )]
+    max_waiters: Option<usize>,
     #[serde(default, deserialize_with = "call_timeout")]
     call_timeout: Option<Duration>,
     #[serde(default)]
@@ -1069,6 +1077,9 @@ impl RawPolicy {
         if self.allow_long_max_wait == Some(true) {
             b = b.allow_long_max_wait();
         }
+        if let Some(n) = self.max_waiters {
+            b = b.max_waiters(n);
+        }
         if let Some(d) = self.call_timeout {
             b = b.call_timeout(d);
         }
@@ -1144,6 +1155,7 @@ impl RawPolicy {
 /// | `pool_size` | connections | `max_concurrent = pool_size × 0.8` |
 /// | `max_wait` (`bulkhead_acquire_timeout`) | duration | 100 ms |
 /// | `allow_long_max_wait` | bool | false: a `max_wait` above 1 s is refused |
+/// | `max_waiters` (`bulkhead_max_waiters`) | calls waiting for a slot | no bound |
 /// | `call_timeout` | duration | 30 s |
 /// | `breaker` | a nested breaker map (see [`BreakerConfig`]'s `Deserialize`) | defaults |
 /// | `cb_window_size`, `cb_min_calls`, `cb_failure_rate`, … | the breaker's keys, flat, with a `cb_` prefix | defaults |
@@ -1192,6 +1204,13 @@ impl RawPolicy {
 /// let inventory: PolicyConfig = envy::prefixed("CLIENT_INVENTORY__").from_iter(env).unwrap();
 /// assert_eq!(inventory.max_concurrent(), 20);
 /// assert_eq!(inventory.max_wait(), Duration::from_millis(100));
+/// assert_eq!(inventory.max_waiters(), None);
+///
+/// // A bounded wait queue: at most 32 calls wait for one of the 16 slots.
+/// let env = [("SEARCH__MAX_CONCURRENT", "16"), ("SEARCH__MAX_WAITERS", "32")]
+///     .map(|(k, v)| (k.to_string(), v.to_string()));
+/// let search: PolicyConfig = envy::prefixed("SEARCH__").from_iter(env).unwrap();
+/// assert_eq!(search.max_waiters(), Some(32));
 ///
 /// let env = [
 ///     ("SEARCH__MAX_CONCURRENT", "16"),

@@ -33,7 +33,7 @@
 //! | `bulkhead_waiting_calls` | gauge | `system` | tasks waiting for a slot now |
 //! | `bulkhead_accepted_total` | counter | `system` | slots granted |
 //! | `bulkhead_queued_total` | counter | `system` | acquires that found no slot free and queued |
-//! | `bulkhead_rejected_total` | counter | `system`, `reason` | refusals: `reason` is `full`, `timed_out` or `closed` |
+//! | `bulkhead_rejected_total` | counter | `system`, `reason` | refusals: `reason` is `full`, `timed_out`, `closed` or `queue_full` |
 //! | `circuit_breaker_state` | gauge | `system` | 0 closed, 1 open, 2 half_open, 3 forced_open, 4 disabled ([`state_code`]) |
 //! | `circuit_breaker_calls` | gauge | `system`, `outcome` | outcomes in the window now: `outcome` is `success` or `failure` |
 //! | `circuit_breaker_slow_calls` | gauge | `system` | slow calls in the window now (successes or failures) |
@@ -123,7 +123,7 @@ pub const BULKHEAD_ACCEPTED_TOTAL: &str = "bulkhead_accepted_total";
 /// `bulkhead_accepted_total`, how often callers had to wait.
 pub const BULKHEAD_QUEUED_TOTAL: &str = "bulkhead_queued_total";
 /// `bulkhead_rejected_total{system,reason}`: refusals by reason, `full`,
-/// `timed_out` or `closed` (counter).
+/// `timed_out`, `closed` or `queue_full` (counter).
 pub const BULKHEAD_REJECTED_TOTAL: &str = "bulkhead_rejected_total";
 /// `circuit_breaker_state{system}`: the state as a number, see [`state_code`]
 /// (gauge).
@@ -292,7 +292,7 @@ pub fn describe() {
     describe_counter!(
         BULKHEAD_REJECTED_TOTAL,
         Unit::Count,
-        "Calls refused by the bulkhead, by reason (full, timed_out, closed)"
+        "Calls refused by the bulkhead, by reason (full, timed_out, closed, queue_full)"
     );
     describe_gauge!(
         CIRCUIT_BREAKER_STATE,
@@ -378,6 +378,17 @@ fn count(n: usize) -> u64 {
 /// let text = prometheus.render();
 /// assert!(text.contains(r#"bulkhead_rejected_total{system="search",reason="closed"} 1"#));
 /// assert!(text.contains(r#"bulkhead_accepted_total{system="search"} 1"#));
+///
+/// // A wait refused for the bound on waiters is `reason="queue_full"`.
+/// # futures_lite::future::block_on(async {
+/// let exports = Bulkhead::new("exports", 1, StdClock).with_max_waiters(0);
+/// let exporter = metrics::with_local_recorder(&recorder, || BulkheadExporter::new(&exports));
+/// let _held = exports.try_acquire().unwrap();
+/// assert!(exports.acquire().await.is_err());
+/// exporter.update(&exports);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"bulkhead_rejected_total{system="exports",reason="queue_full"} 1"#));
+/// # });
 /// ```
 #[derive(Debug, Clone)]
 pub struct BulkheadExporter {
@@ -389,6 +400,7 @@ pub struct BulkheadExporter {
     rejected_full: Counter,
     rejected_timed_out: Counter,
     rejected_closed: Counter,
+    rejected_queue_full: Counter,
 }
 
 impl BulkheadExporter {
@@ -450,6 +462,7 @@ impl BulkheadExporter {
             rejected_full: rejected("full"),
             rejected_timed_out: rejected("timed_out"),
             rejected_closed: rejected("closed"),
+            rejected_queue_full: rejected("queue_full"),
         }
     }
 
@@ -507,6 +520,8 @@ impl BulkheadExporter {
         self.rejected_timed_out
             .absolute(count(m.rejected_timed_out));
         self.rejected_closed.absolute(count(m.rejected_closed));
+        self.rejected_queue_full
+            .absolute(count(m.rejected_queue_full));
     }
 }
 

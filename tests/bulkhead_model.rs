@@ -50,7 +50,7 @@ mod model;
 
 use std::time::Duration;
 
-use model::{run, Op, Rules};
+use model::{run, run_bounded, Op, Rules};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -131,6 +131,21 @@ proptest! {
     #[test]
     fn lazy_mixed(capacity in 1..=4usize, ops in ops(mixed_n())) {
         run(capacity, &ops, Rules { eager: false }).map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    /// A bound on waiters (0 to 3): refused at once at the bound, places
+    /// given back by hand-offs, cancels, timeouts, shrinks and close, and
+    /// the multi-permit rule kept at the bound.
+    #[test]
+    fn bounded_queue_eager(capacity in 1..=4usize, max in 0..=3usize, ops in ops(mixed_n())) {
+        run_bounded(capacity, Some(max), &ops, Rules { eager: true })
+            .map_err(|m| TestCaseError::fail(m.0))?;
+    }
+
+    #[test]
+    fn bounded_queue_lazy(capacity in 1..=4usize, max in 0..=3usize, ops in ops(mixed_n())) {
+        run_bounded(capacity, Some(max), &ops, Rules { eager: false })
+            .map_err(|m| TestCaseError::fail(m.0))?;
     }
 }
 

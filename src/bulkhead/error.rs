@@ -2,7 +2,7 @@ use core::fmt;
 
 /// Why a bulkhead did not grant a permit.
 ///
-/// `Full`, `TimedOut` and `Closed` are *rejections*: the bulkhead is doing its
+/// `Full`, `TimedOut`, `Closed` and `QueueFull` are *rejections*: the bulkhead is doing its
 /// job, and the caller should fail fast (a 503, a cached answer, a fallback).
 /// `ExceedsCapacity` is an error in the request itself and is never counted as
 /// a rejection.
@@ -23,12 +23,16 @@ use core::fmt;
 #[non_exhaustive]
 pub enum AcquireError {
     /// No permit was free (or tasks were already waiting for one) and the
-    /// caller would not wait; or too many tasks were waiting already.
+    /// caller would not wait.
     Full,
     /// The caller waited until its deadline and no permit came free.
     TimedOut,
     /// The bulkhead was closed.
     Closed,
+    /// The caller would have waited, but the bulkhead's
+    /// [bound on waiters](crate::Bulkhead::with_max_waiters) was reached:
+    /// refused at once, without waiting.
+    QueueFull,
     /// More permits were requested than the bulkhead has; waiting could never
     /// succeed, so the request fails at once.
     ExceedsCapacity {
@@ -40,7 +44,8 @@ pub enum AcquireError {
 }
 
 impl AcquireError {
-    /// Whether this is a rejection (`Full`, `TimedOut`, `Closed`): the system
+    /// Whether this is a rejection (`Full`, `TimedOut`, `Closed`,
+    /// `QueueFull`): the system
     /// is unavailable to this caller right now.
     pub fn is_rejection(&self) -> bool {
         !matches!(self, AcquireError::ExceedsCapacity { .. })
@@ -53,6 +58,7 @@ impl fmt::Display for AcquireError {
             AcquireError::Full => f.write_str("bulkhead full"),
             AcquireError::TimedOut => f.write_str("timed out waiting for a bulkhead permit"),
             AcquireError::Closed => f.write_str("bulkhead closed"),
+            AcquireError::QueueFull => f.write_str("bulkhead wait queue full"),
             AcquireError::ExceedsCapacity {
                 requested,
                 capacity,
@@ -66,7 +72,7 @@ impl fmt::Display for AcquireError {
 
 impl core::error::Error for AcquireError {}
 
-/// A bulkhead capacity that cannot be used.
+/// A bulkhead capacity (or bound on waiters) that cannot be used.
 ///
 /// # Examples
 ///
@@ -89,6 +95,14 @@ pub enum ConfigError {
         /// `Bulkhead::MAX_PERMITS` on this target.
         max: usize,
     },
+    /// The bound on waiters is above
+    /// [`Bulkhead::MAX_WAITERS`](crate::Bulkhead::MAX_WAITERS).
+    MaxWaitersTooLarge {
+        /// The bound asked for.
+        requested: usize,
+        /// `Bulkhead::MAX_WAITERS` on this target.
+        max: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -98,6 +112,10 @@ impl fmt::Display for ConfigError {
             ConfigError::CapacityTooLarge { requested, max } => write!(
                 f,
                 "bulkhead capacity {requested} is above the maximum of {max}"
+            ),
+            ConfigError::MaxWaitersTooLarge { requested, max } => write!(
+                f,
+                "bulkhead max_waiters {requested} is above the maximum of {max}"
             ),
         }
     }

@@ -2,7 +2,9 @@
 
 use core::fmt;
 
-use crate::sync::{const_fn, AtomicPtr, AtomicUsize, Mutex, Ordering};
+#[cfg(target_os = "none")]
+use crate::sync::AtomicPtr;
+use crate::sync::{const_fn, AtomicUsize, Mutex, Ordering};
 
 mod error;
 mod queue;
@@ -33,6 +35,9 @@ use word::{AtomicWord, Word};
 /// | [`try_acquire`](Self::try_acquire), [`try_acquire_many`](Self::try_acquire_many) | `Err(Full)` at once |
 /// | [`acquire_timeout`](Self::acquire_timeout), [`acquire_until`](Self::acquire_until) | waits, then `Err(TimedOut)` |
 /// | [`acquire`](Self::acquire), [`acquire_many`](Self::acquire_many) | waits until a permit is free or the bulkhead is closed |
+///
+/// A waiting method is refused at once with `Err(QueueFull)` when a
+/// [bound on waiters](Self#bounded-wait-queue) is reached.
 ///
 /// None of them allocates, with or without `alloc`: a waiting future carries
 /// its own place in the bulkhead's wait queue.
@@ -136,8 +141,10 @@ use word::{AtomicWord, Word};
 /// The wait queue has a short lock, held for a few loads and stores and
 /// never while a waker runs or is dropped: `std::sync::Mutex` with `std`; a
 /// critical section with `critical-section` and no `std`; otherwise a spin
-/// lock. [`waiting`](Self::waiting) and [`metrics`](Self::metrics) read the
-/// queue's length under it too. On a microcontroller without
+/// lock. [`metrics`](Self::metrics) reads the total queued under it too;
+/// [`waiting`](Self::waiting) is one atomic load, and a refusal for a full
+/// queue ([`QueueFull`](AcquireError::QueueFull)) takes no lock. On a
+/// microcontroller without
 /// `critical-section`, do not wait on, release into or read the waiters of
 /// the same bulkhead from an interrupt handler that can preempt a task doing
 /// so (enable `critical-section` for that).
@@ -146,7 +153,55 @@ use word::{AtomicWord, Word};
 ///
 /// At most [`MAX_PERMITS`](Self::MAX_PERMITS) permits (1 048 575; 1023 on
 /// targets without 64-bit atomics). The number of waiting tasks has no limit
-/// but memory: each waiting future holds its own queue node.
+/// but memory (each waiting future holds its own queue node) unless
+/// [`with_max_waiters`](Self::with_max_waiters) sets one.
+///
+/// # Bounded wait queue
+///
+/// [`with_max_waiters(n)`](Self::with_max_waiters) lets at most `n` tasks
+/// wait; a wait that would be one too many is refused at once with
+/// [`QueueFull`](AcquireError::QueueFull) (counted as
+/// [`rejected_queue_full`](BulkheadMetrics::rejected_queue_full), traced
+/// with reason `queue_full`), by one atomic compare-and-swap and no lock.
+/// `try_acquire*` never waits, so the bound never concerns it.
+///
+/// **What to size it on.** The max wait decides: a bulkhead's waits are
+/// short (tens of milliseconds, 100 ms at most for an interactive call,
+/// never more than 1 s), and a waiter who cannot be served within them is
+/// refused anyway. The bound is for when the max wait is long (a batch
+/// system, `allow_long_max_wait`) or the arrival rate is far above what
+/// the system serves: it caps the memory the waiting futures hold and the
+/// latency of those admitted, and turns a wait that could not succeed into
+/// an immediate refusal. Size it as what the system serves within the max
+/// wait, `capacity × max_wait / call time`: with 16 slots, calls of 50 ms
+/// and a 100 ms wait, about 32 waiters can be served in time, and a 33rd
+/// would time out after waiting its whole 100 ms. Finagle's `maxWaiters`,
+/// Polly's `QueueLimit` and failsafe-go's queue (a multiple of the limit)
+/// are the same bound.
+///
+/// ```
+/// use core::pin::pin;
+/// use core::time::Duration;
+/// use futures_lite::future::poll_once;
+/// use watertight::{AcquireError, Bulkhead};
+/// use watertight::clock::ManualClock;
+///
+/// static CLOCK: ManualClock = ManualClock::new();
+/// // 2 slots, and at most 2 waiters: a 5th caller is refused at once.
+/// static EXPORTS: Bulkhead<&ManualClock> = Bulkhead::new("exports", 2, &CLOCK).with_max_waiters(2);
+///
+/// # futures_lite::future::block_on(async {
+/// let _a = EXPORTS.try_acquire().unwrap();
+/// let _b = EXPORTS.try_acquire().unwrap();
+/// let mut c = pin!(EXPORTS.acquire_timeout(Duration::from_secs(5)));
+/// let mut d = pin!(EXPORTS.acquire_timeout(Duration::from_secs(5)));
+/// assert!(poll_once(c.as_mut()).await.is_none());
+/// assert!(poll_once(d.as_mut()).await.is_none());
+/// let e = EXPORTS.acquire_timeout(Duration::from_secs(5)).await;
+/// assert_eq!(e.unwrap_err(), AcquireError::QueueFull);
+/// assert_eq!((EXPORTS.waiting(), EXPORTS.metrics().rejected_queue_full), (2, 1));
+/// # });
+/// ```
 #[repr(C)]
 pub struct Bulkhead<C> {
     hot: Hot,
@@ -164,33 +219,54 @@ pub struct Bulkhead<C> {
 struct Hot {
     word: AtomicWord,
     peak: AtomicUsize,
-    /// The wait queue (its ends, under the lock).
+    /// The wait queue (its ends and the total queued, under the lock).
     queue: Mutex<queue::List>,
-    /// Acquires that had to queue, ever (wrapping).
-    queued_total: AtomicUsize,
+    /// The bound on waiters and how many wait (`queue::waiters`): read by
+    /// every wait that queues, changed by it and by every unlink, so beside
+    /// the lock.
+    waiters: AtomicUsize,
+    /// The accepted counter's carry: written by a taker right after its
+    /// compare-and-swap on `word`, whose line it then owns, once every 64
+    /// acquisitions, so here rather than among the cold counters.
+    accepted_carry: AtomicUsize,
     /// The queue's hand-off (`serve_queue`), stored by the first wait: a
     /// release reaches the queue through it, so a firmware that never waits
     /// links none of the queue's code (on Cortex-M that is 350 B of flash).
-    /// Null until then; once the queued flag is set it is set too.
+    /// Null until then; once the queued flag is set it is set too. Only on
+    /// microcontrollers: elsewhere flash is not scarce, a release calls the
+    /// queue directly, and the word is left for the waiter count.
+    #[cfg(target_os = "none")]
     serve: AtomicPtr<()>,
 }
 
 // Sizes the guide reports (guide::benchmarks, guide::firmware), checked at compile time: one 64-byte line for
-// the hot state (the word and the queue's lock and ends) and one for the
-// rest on x86_64; unpadded on thumbv7em.
+// the hot state (the word and the queue's lock, ends and waiter count) and
+// one for the rest on x86_64; unpadded on microcontrollers: 64 B with a
+// critical section for the lock (thumbv6m), 68 B with the spin lock's flag
+// (thumbv7em).
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 128);
-#[cfg(all(target_os = "none", target_pointer_width = "32"))]
+#[cfg(all(
+    target_os = "none",
+    target_pointer_width = "32",
+    feature = "critical-section"
+))]
 const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 64);
+#[cfg(all(
+    target_os = "none",
+    target_pointer_width = "32",
+    not(feature = "critical-section")
+))]
+const _: () = assert!(core::mem::size_of::<Bulkhead<()>>() <= 68);
 
 /// What only rejections, cancellations, carries and readers touch.
 #[repr(C)]
 struct Cold {
-    accepted_carry: AtomicUsize,
     accepted_seen: AtomicUsize,
     rejected_full: AtomicUsize,
     rejected_timed_out: AtomicUsize,
     rejected_closed: AtomicUsize,
+    rejected_queue_full: AtomicUsize,
     cancelled: AtomicUsize,
 }
 
@@ -233,8 +309,9 @@ pub struct BulkheadMetrics {
     pub accepted: usize,
     /// Refused at once by a call that does not wait (`try_acquire*`):
     /// no permit was free, or tasks were waiting (a newcomer never takes a
-    /// permit a queued waiter is owed). Never a wait: there is no cap on
-    /// waiters, and a wait that reaches its deadline is
+    /// permit a queued waiter is owed). Never a wait: a wait refused for
+    /// the bound on waiters is [`rejected_queue_full`](Self::rejected_queue_full),
+    /// and one that reaches its deadline is
     /// [`rejected_timed_out`](Self::rejected_timed_out).
     ///
     /// # Examples
@@ -278,6 +355,30 @@ pub struct BulkheadMetrics {
     pub rejected_timed_out: usize,
     /// Refused because the bulkhead was closed.
     pub rejected_closed: usize,
+    /// Refused at once because [`max_waiters`](Bulkhead::max_waiters) were
+    /// waiting already ([`QueueFull`](AcquireError::QueueFull)). Always zero
+    /// without a bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::pin::pin;
+    /// use futures_lite::future::poll_once;
+    /// use watertight::{AcquireError, Bulkhead};
+    /// use watertight::clock::ManualClock;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = Bulkhead::new("search", 1, &clock).with_max_waiters(1);
+    /// let _held = b.try_acquire().unwrap();
+    /// let mut first = pin!(b.acquire());
+    /// assert!(poll_once(first.as_mut()).await.is_none()); // queued
+    /// assert_eq!(b.acquire().await.unwrap_err(), AcquireError::QueueFull);
+    /// let m = b.metrics();
+    /// assert_eq!((m.waiting, m.rejected_queue_full, m.rejected()), (1, 1, 1));
+    /// # });
+    /// ```
+    pub rejected_queue_full: usize,
     /// Waits abandoned by dropping the acquire future (not rejections).
     pub cancelled_waits: usize,
 }
@@ -302,12 +403,18 @@ impl BulkheadMetrics {
         self.rejected_full
             .wrapping_add(self.rejected_timed_out)
             .wrapping_add(self.rejected_closed)
+            .wrapping_add(self.rejected_queue_full)
     }
 }
 
 impl<C> Bulkhead<C> {
     /// The largest capacity a bulkhead can have on this target.
     pub const MAX_PERMITS: usize = word::MAX_PERMITS;
+
+    /// The largest bound on waiters
+    /// ([`with_max_waiters`](Self::with_max_waiters)): 4 294 967 294 on
+    /// 64-bit targets, 65 534 on 32-bit ones.
+    pub const MAX_WAITERS: usize = queue::waiters::MAX;
 
     const_fn! {
         /// A bulkhead named `name` with `max_concurrent` permits, reading time from
@@ -346,6 +453,88 @@ impl<C> Bulkhead<C> {
         }
     }
 
+    const_fn! {
+        /// At most `max_waiters` tasks may wait for a permit at once; a wait
+        /// that would be one too many fails at once with
+        /// [`QueueFull`](AcquireError::QueueFull). `0` refuses every wait
+        /// (each `acquire*` then takes a free permit or fails at once).
+        /// `const`, to follow [`new`](Self::new) in a `static`. See
+        /// [Bounded wait queue](Self#bounded-wait-queue) for how to size it.
+        ///
+        /// # Panics
+        ///
+        /// If `max_waiters` is above [`MAX_WAITERS`](Self::MAX_WAITERS) (in
+        /// a `static`, a compile-time error); use
+        /// [`try_with_max_waiters`](Self::try_with_max_waiters) for values
+        /// read at run time.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::Bulkhead;
+        /// use watertight::clock::StdClock;
+        ///
+        /// static SEARCH: Bulkhead<StdClock> = Bulkhead::new("search", 16, StdClock).with_max_waiters(32);
+        /// assert_eq!(SEARCH.max_waiters(), Some(32));
+        /// assert_eq!(Bulkhead::new("db", 4, StdClock).max_waiters(), None);
+        /// ```
+        pub const fn with_max_waiters(mut self, max_waiters: usize) -> Self {
+            assert!(
+                max_waiters <= queue::waiters::MAX,
+                "max_waiters is above Bulkhead::MAX_WAITERS"
+            );
+            self.hot.waiters = AtomicUsize::new(queue::waiters::initial(max_waiters));
+            self
+        }
+    }
+
+    /// Like [`with_max_waiters`](Self::with_max_waiters), for bounds read
+    /// from configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::MaxWaitersTooLarge`] above
+    /// [`MAX_WAITERS`](Self::MAX_WAITERS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::{Bulkhead, ConfigError};
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::try_new("orders", 8, StdClock)?.try_with_max_waiters(16)?;
+    /// assert_eq!(b.max_waiters(), Some(16));
+    /// let err = Bulkhead::new("orders", 8, StdClock).try_with_max_waiters(usize::MAX).unwrap_err();
+    /// assert!(matches!(err, ConfigError::MaxWaitersTooLarge { .. }));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn try_with_max_waiters(self, max_waiters: usize) -> Result<Self, ConfigError> {
+        if max_waiters > queue::waiters::MAX {
+            return Err(ConfigError::MaxWaitersTooLarge {
+                requested: max_waiters,
+                max: queue::waiters::MAX,
+            });
+        }
+        Ok(self.with_max_waiters(max_waiters))
+    }
+
+    /// The bound on waiters, if there is one
+    /// ([`with_max_waiters`](Self::with_max_waiters)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    ///
+    /// let b = Bulkhead::new("ledger", 2, StdClock).with_max_waiters(0);
+    /// assert_eq!(b.max_waiters(), Some(0));
+    /// ```
+    pub fn max_waiters(&self) -> Option<usize> {
+        let bound = queue::waiters::bound(self.hot.waiters.load(Ordering::Relaxed));
+        (bound != queue::waiters::UNBOUNDED).then_some(bound)
+    }
+
     /// Like [`new`](Self::new), for capacities read from configuration.
     ///
     /// # Errors
@@ -379,15 +568,17 @@ impl<C> Bulkhead<C> {
                     word: AtomicWord::new(word::initial(max_concurrent)),
                     peak: AtomicUsize::new(0),
                     queue: Mutex::new(queue::List::new()),
-                    queued_total: AtomicUsize::new(0),
+                    waiters: AtomicUsize::new(queue::waiters::initial(queue::waiters::UNBOUNDED)),
+                    accepted_carry: AtomicUsize::new(0),
+                    #[cfg(target_os = "none")]
                     serve: AtomicPtr::new(core::ptr::null_mut()),
                 },
                 cold: Cold {
-                    accepted_carry: AtomicUsize::new(0),
                     accepted_seen: AtomicUsize::new(0),
                     rejected_full: AtomicUsize::new(0),
                     rejected_timed_out: AtomicUsize::new(0),
                     rejected_closed: AtomicUsize::new(0),
+                    rejected_queue_full: AtomicUsize::new(0),
                     cancelled: AtomicUsize::new(0),
                 },
                 name,
@@ -552,8 +743,9 @@ impl<C> Bulkhead<C> {
         word::capacity(self.load())
     }
 
-    /// Tasks waiting for a permit right now (read under the wait queue's
-    /// lock; see [Locking](Self#locking)).
+    /// Tasks waiting for a permit right now: the wait queue's length (with
+    /// a [bound on waiters](Self::with_max_waiters), plus waits on their way
+    /// into it that have reserved a place). One atomic load, no lock.
     ///
     /// # Examples
     ///
@@ -573,8 +765,7 @@ impl<C> Bulkhead<C> {
     /// # drop(permit);
     /// ```
     pub fn waiting(&self) -> usize {
-        // The queue's length, read under its lock (held for one load).
-        self.hot.queue.lock().len()
+        queue::waiters::count(self.hot.waiters.load(Ordering::Relaxed))
     }
 
     /// Whether [`close`](Self::close) has been called.
@@ -618,12 +809,14 @@ impl<C> Bulkhead<C> {
             in_flight: word::in_flight(w),
             available: word::available(w).max(0) as usize,
             waiting: self.waiting(),
-            queued: self.hot.queued_total.load(Ordering::Relaxed),
+            // Written under the lock, read under it (held for one load).
+            queued: self.hot.queue.lock().queued_total(),
             peak_in_flight: self.hot.peak.load(Ordering::Relaxed),
             accepted: self.accepted_from(w),
             rejected_full: self.cold.rejected_full.load(Ordering::Relaxed),
             rejected_timed_out: self.cold.rejected_timed_out.load(Ordering::Relaxed),
             rejected_closed: self.cold.rejected_closed.load(Ordering::Relaxed),
+            rejected_queue_full: self.cold.rejected_queue_full.load(Ordering::Relaxed),
             cancelled_waits: self.cold.cancelled.load(Ordering::Relaxed),
         }
     }
@@ -758,7 +951,7 @@ impl<C> Bulkhead<C> {
     #[inline]
     fn after_take(&self, next: Word, carried: bool) {
         if carried {
-            self.cold
+            self.hot
                 .accepted_carry
                 .fetch_add(word::COUNT_PERIOD, Ordering::Release);
         }
@@ -781,10 +974,21 @@ impl<C> Bulkhead<C> {
         }
     }
 
+    /// A release that found the queued flag set: serve the queue (on a
+    /// microcontroller through the pointer the first wait stored, see
+    /// `Hot::serve`).
+    #[cold]
+    #[inline(never)]
+    #[cfg(not(target_os = "none"))]
+    fn serve_after_release(&self) {
+        self.serve_queue(false);
+    }
+
     /// A release that found the queued flag set: serve the queue, through
     /// the pointer the first wait stored (see `Hot::serve`).
     #[cold]
     #[inline(never)]
+    #[cfg(target_os = "none")]
     fn serve_after_release(&self) {
         // `Acquire`: stored before the CAS that first set the queued flag,
         // which the release's add read.
@@ -798,6 +1002,7 @@ impl<C> Bulkhead<C> {
     }
 
     /// What a wait stores in `Hot::serve` before it queues.
+    #[cfg(target_os = "none")]
     pub(crate) fn serve_fn() -> *mut () {
         let serve: fn(&Self, bool) = Self::serve_queue;
         serve as *mut ()
@@ -821,7 +1026,7 @@ impl<C> Bulkhead<C> {
     }
 
     fn accepted_from(&self, w: Word) -> usize {
-        let carry = self.cold.accepted_carry.load(Ordering::Acquire);
+        let carry = self.hot.accepted_carry.load(Ordering::Acquire);
         let total = carry.wrapping_add(word::count(w));
         // A reader between a wrapping CAS and its carry would see up to one
         // period too little; never report less than what was reported before.
@@ -835,6 +1040,7 @@ impl<C> Bulkhead<C> {
             AcquireError::Full => &self.cold.rejected_full,
             AcquireError::TimedOut => &self.cold.rejected_timed_out,
             AcquireError::Closed => &self.cold.rejected_closed,
+            AcquireError::QueueFull => &self.cold.rejected_queue_full,
             AcquireError::ExceedsCapacity { .. } => return e,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -846,6 +1052,7 @@ impl<C> Bulkhead<C> {
             reason = match e {
                 AcquireError::TimedOut => "timed_out",
                 AcquireError::Closed => "closed",
+                AcquireError::QueueFull => "queue_full",
                 _ => "full",
             },
             "bulkhead rejected a call"

@@ -3,7 +3,8 @@
 //! Each waiting future owns a [`Node`], pinned inside it; the bulkhead keeps
 //! only the list's ends, under a short lock ([`crate::sync::Mutex`]). So a
 //! wait allocates nothing, on any target, and the number of waiters is
-//! bounded by memory alone.
+//! bounded by memory alone, or by a bound the bulkhead was built with
+//! ([`waiters`]).
 //!
 //! The protocol, with the state word (`word.rs`):
 //!
@@ -162,11 +163,15 @@ impl Node {
     }
 }
 
-/// The list's ends and length; lives inside the lock.
+/// The list's ends, and how many acquires ever queued; lives inside the
+/// lock. Its length is not kept here: the waiter count
+/// (`Hot::waiters`, see [`waiters`]) is it.
 pub(crate) struct List {
     head: Option<NonNull<Node>>,
     tail: Option<NonNull<Node>>,
-    len: usize,
+    /// Acquires that had to queue, ever (wrapping); written only here,
+    /// under the lock, so a plain integer.
+    queued_total: usize,
 }
 
 // SAFETY: the list holds addresses of nodes that are `Send + Sync`, and is
@@ -174,16 +179,21 @@ pub(crate) struct List {
 unsafe impl Send for List {}
 
 impl List {
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    pub(crate) fn queued_total(&self) -> usize {
+        self.queued_total
     }
 
     pub(crate) const fn new() -> Self {
         List {
             head: None,
             tail: None,
-            len: 0,
+            queued_total: 0,
         }
+    }
+
+    /// Whether `node`, which is in the list, is the only one in it.
+    fn is_only(&self, node: NonNull<Node>) -> bool {
+        self.head == Some(node) && self.tail == Some(node)
     }
 
     /// Links `node` at the back.
@@ -205,7 +215,6 @@ impl List {
             }
         }
         self.tail = Some(node);
-        self.len += 1;
     }
 
     /// Unlinks `node`.
@@ -229,7 +238,6 @@ impl List {
                 None => self.tail = prev,
             }
         }
-        self.len -= 1;
     }
 }
 
@@ -351,11 +359,12 @@ impl<C> Bulkhead<C> {
                 // The last waiter's grant clears the queued flag in the same
                 // CAS; the waiter is published by its node's `Release` store
                 // below.
-                match self.take_from(w, n, list.len == 1) {
+                match self.take_from(w, n, list.is_only(ptr)) {
                     Ok(next_w) => {
                         w = next_w;
                         // SAFETY: `ptr` is in `list`.
                         unsafe { list.remove(ptr) };
+                        self.count_left();
                         self.finish_node(node, GRANTED, wakers);
                         break;
                     }
@@ -377,7 +386,9 @@ impl<C> Bulkhead<C> {
     unsafe fn unlink(&self, list: &mut List, ptr: NonNull<Node>) -> Option<word::Word> {
         // SAFETY: the caller's promise.
         unsafe { list.remove(ptr) };
-        (list.len == 0)
+        self.count_left();
+        list.head
+            .is_none()
             .then(|| self.hot.word.fetch_and(!word::QUEUED, Ordering::AcqRel) & !word::QUEUED)
     }
 
@@ -391,17 +402,69 @@ impl<C> Bulkhead<C> {
 
     /// A first poll that found no permit: under the lock, serves the queue,
     /// then takes the permits if they are free, or links `node` at the back.
+    ///
+    /// With a bound on waiters, a place is reserved first, without the lock
+    /// (see [`waiters`]): at the bound the wait is refused with
+    /// `QueueFull` and no lock is taken, unless permits look free (then,
+    /// under the lock, it may take what no queued waiter can use, as without
+    /// a bound, but never queues). The reservation is the node's once it is
+    /// linked (whoever unlinks it gives it back) and is given back here in
+    /// every other case, a panic in the waker's `clone` included.
     pub(super) fn enqueue(
         &self,
         node: Pin<&Node>,
         waker: &Waker,
     ) -> Result<Enqueued, AcquireError> {
+        let Ok(reserved) = self.reserve() else {
+            return self.take_unqueued(node.n);
+        };
+        let mut reservation = Reservation {
+            bulkhead: self,
+            held: reserved,
+        };
         let mut out = Err(AcquireError::Closed);
         self.locked(|list, wakers| {
             if !self.serve(list, wakers, false) {
                 return Step::Again;
             }
-            out = self.take_or_link(list, node, waker);
+            out = self.take_or_link(list, node, waker, reserved);
+            Step::Done
+        });
+        if let Ok(Enqueued::Queued) = out {
+            // Linked: its unlinking gives the place back.
+            reservation.held = false;
+        }
+        out
+    }
+
+    /// A wait refused a place at the bound: `QueueFull` at once, without the
+    /// lock, unless `n` permits look free; then, under the lock, the queue
+    /// is served and the permits taken if still free (the queued waiters all
+    /// want more), else `QueueFull`. It never queues.
+    #[cold]
+    #[inline(never)]
+    fn take_unqueued(&self, n: usize) -> Result<Enqueued, AcquireError> {
+        if word::available(self.load()) < n as word::Avail {
+            return Err(AcquireError::QueueFull);
+        }
+        let mut out = Err(AcquireError::QueueFull);
+        self.locked(|list, wakers| {
+            if !self.serve(list, wakers, false) {
+                return Step::Again;
+            }
+            let mut w = self.hot.word.load(Ordering::Acquire);
+            out = loop {
+                if let Err(e) = check_request(w, n) {
+                    break Err(e);
+                }
+                if word::available(w) < n as word::Avail {
+                    break Err(AcquireError::QueueFull);
+                }
+                match self.take_from(w, n, false) {
+                    Ok(_) => break Ok(Enqueued::Took),
+                    Err(actual) => w = actual,
+                }
+            };
             Step::Done
         });
         out
@@ -412,6 +475,7 @@ impl<C> Bulkhead<C> {
         list: &mut List,
         node: Pin<&Node>,
         waker: &Waker,
+        reserved: bool,
     ) -> Result<Enqueued, AcquireError> {
         let n = node.n;
         // Cloned before anything changes: a waker's `clone` is the one
@@ -436,6 +500,7 @@ impl<C> Bulkhead<C> {
             if !word::queued(w) {
                 // Releases reach the queue through this (see `Hot::serve`):
                 // stored before the flag that sends them there (once).
+                #[cfg(target_os = "none")]
                 if self.hot.serve.load(Ordering::Relaxed).is_null() {
                     self.hot.serve.store(Self::serve_fn(), Ordering::Relaxed);
                 }
@@ -459,12 +524,10 @@ impl<C> Bulkhead<C> {
             // unlinks it under this lock before it is dropped.
             unsafe { list.push_back(ptr) };
             node.state.store(QUEUED, Ordering::Relaxed);
-            // Written only under the lock, so no read-modify-write is needed
-            // (readers take what was stored last).
-            let queued = self.hot.queued_total.load(Ordering::Relaxed);
-            self.hot
-                .queued_total
-                .store(queued.wrapping_add(1), Ordering::Relaxed);
+            if !reserved {
+                self.count_joined();
+            }
+            list.queued_total = list.queued_total.wrapping_add(1);
             return Ok(Enqueued::Queued);
         }
     }
@@ -560,5 +623,115 @@ impl<C> Bulkhead<C> {
             }
             Step::Done
         });
+    }
+}
+
+/// The waiter count (`Hot::waiters`): one word holding the bound on
+/// waiters (high half, fixed at construction; all ones for no bound) and
+/// how many are waiting (low half).
+///
+/// - **Bounded.** A wait reserves its place before it takes the lock, with a
+///   compare-and-swap that never takes the count past the bound: at the
+///   bound it is refused at once (`QueueFull`), lock-free. The count is
+///   therefore the queue's length plus the reservations of waits on their
+///   way into the queue, and never above the bound, so neither is the
+///   queue. A reservation that ends without linking (the permits were free
+///   after all, the bulkhead was closed, a panic) is given back by the
+///   waiter; a linked node's is given back by whoever unlinks it, under the
+///   lock — once, as a node is unlinked once. A bound never counts twice
+///   or leaks: each increment is paired with exactly one decrement.
+/// - **No bound.** Nothing is reserved; the count is changed only under the
+///   lock, when a node is linked or unlinked (a load and a store: no
+///   read-modify-write on the hand-off), and is the queue's length.
+///
+/// Either way [`Bulkhead::waiting`] reads it without the lock. The bound's
+/// half is half the word: at most [`MAX`] waiters (4 294 967 294 on 64-bit
+/// targets, 65 534 on 32-bit ones).
+///
+/// `Relaxed` throughout: the count publishes nothing (the list is published
+/// by its lock, the permits by the state word); its atomicity alone keeps
+/// the bound.
+pub(crate) mod waiters {
+    const HALF: u32 = usize::BITS / 2;
+    const COUNT: usize = (1 << HALF) - 1;
+    /// The bound's half when there is no bound.
+    pub(crate) const UNBOUNDED: usize = COUNT;
+    /// The largest bound.
+    pub(crate) const MAX: usize = COUNT - 1;
+
+    /// The word for `bound` waiters (`UNBOUNDED` for none), nobody waiting.
+    pub(crate) const fn initial(bound: usize) -> usize {
+        bound << HALF
+    }
+
+    pub(crate) const fn count(w: usize) -> usize {
+        w & COUNT
+    }
+
+    pub(crate) const fn bound(w: usize) -> usize {
+        w >> HALF
+    }
+}
+
+/// A place reserved in a bounded queue, given back when dropped (on every
+/// path out of `enqueue` but a link, a panic's unwinding included).
+struct Reservation<'a, C> {
+    bulkhead: &'a Bulkhead<C>,
+    held: bool,
+}
+
+impl<C> Drop for Reservation<'_, C> {
+    fn drop(&mut self) {
+        if self.held {
+            self.bulkhead.hot.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<C> Bulkhead<C> {
+    /// Reserves a place for a wait before it takes the lock: `Ok(true)`
+    /// reserved, `Ok(false)` nothing to reserve (no bound), `Err(())` at
+    /// the bound. Lock-free: one load and, below the bound, one CAS.
+    #[inline]
+    fn reserve(&self) -> Result<bool, ()> {
+        let mut cur = self.hot.waiters.load(Ordering::Relaxed);
+        loop {
+            let bound = waiters::bound(cur);
+            if bound == waiters::UNBOUNDED {
+                return Ok(false);
+            }
+            if waiters::count(cur) >= bound {
+                return Err(());
+            }
+            match self.hot.waiters.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(true),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Under the lock, a node just unlinked: its place is given back.
+    #[inline]
+    fn count_left(&self) {
+        let w = self.hot.waiters.load(Ordering::Relaxed);
+        if waiters::bound(w) == waiters::UNBOUNDED {
+            // Only ever written under the lock: no read-modify-write.
+            self.hot.waiters.store(w - 1, Ordering::Relaxed);
+        } else {
+            // Reservations change it outside the lock.
+            self.hot.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Under the lock, a node just linked in a queue without a bound.
+    #[inline]
+    fn count_joined(&self) {
+        let w = self.hot.waiters.load(Ordering::Relaxed);
+        self.hot.waiters.store(w + 1, Ordering::Relaxed);
     }
 }

@@ -173,8 +173,10 @@ impl<C> Bulkhead<C> {
     ///
     /// # Errors
     ///
-    /// [`Closed`](AcquireError::Closed) if the bulkhead is or becomes closed.
-    /// Never [`Full`](AcquireError::Full): there is no cap on waiters.
+    /// [`Closed`](AcquireError::Closed) if the bulkhead is or becomes closed;
+    /// [`QueueFull`](AcquireError::QueueFull) at once if no permit is free
+    /// and [`max_waiters`](Self::with_max_waiters) tasks wait already.
+    /// Never [`Full`](AcquireError::Full).
     ///
     /// # Cancel safety
     ///
@@ -244,7 +246,8 @@ impl<C> Bulkhead<C> {
     /// # Errors
     ///
     /// [`TimedOut`](AcquireError::TimedOut) when the deadline passes without a
-    /// permit; [`Closed`](AcquireError::Closed).
+    /// permit; [`Closed`](AcquireError::Closed); [`QueueFull`](AcquireError::QueueFull)
+    /// at once when the [bound on waiters](Self::with_max_waiters) is reached.
     ///
     /// # Cancel safety
     ///

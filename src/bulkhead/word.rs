@@ -19,8 +19,8 @@
 //! it is exact: a release that reads it clear (in the same atomic add that
 //! returns its permits) knows no waiter can be owed them and takes no lock;
 //! a newcomer that reads it set does not take a permit a queued waiter is
-//! owed. How many wait is not in the word (the queue counts them), so there
-//! is no cap on waiters but memory.
+//! owed. How many wait is not in the word (a word of its own counts them and
+//! holds their bound, `queue::waiters`).
 //!
 //! The 64-bit word is used wherever the target has 64-bit atomics (every
 //! server, armv7-linux, wasm32 with atomics); the 32-bit word on

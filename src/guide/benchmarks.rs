@@ -167,8 +167,8 @@
 //!   who time out.
 //! - `size_of::<Bulkhead>()` is 128 B on x86_64 (two cache lines: the state
 //!   word and the wait queue's lock and ends on the first, the cold counters
-//!   on the second) and 64 B on `thumbv7em` (no padding where there are no
-//!   caches).
+//!   on the second) and 68 B on `thumbv7em` (no padding where there are no
+//!   caches; 64 B with `critical-section`, which needs no lock flag).
 //!
 //! # Circuit breaker
 //!

@@ -48,8 +48,9 @@
 //! wait queue was ours, waiting needed `alloc` and an allocator:
 //! 13 096 B of flash at `"z"` and an 8 KiB heap.)
 //!
-//! RAM: a `static Bulkhead<EmbassyClock>` is 64 B (the wait queue's lock and
-//! ends included), a `static CircuitBreaker<EmbassyClock, 64>` (64-call window)
+//! RAM: a `static Bulkhead<EmbassyClock>` is 68 B on the Cortex-M4F (the wait
+//! queue's spin lock, ends and waiter count included; 64 B on the Cortex-M0,
+//! whose lock is a critical section), a `static CircuitBreaker<EmbassyClock, 64>` (64-call window)
 //! 136 B, a `static RateLimiter<EmbassyClock>` 80 B, all with their initial
 //! values in `.data`.
 //!

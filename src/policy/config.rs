@@ -40,6 +40,7 @@ pub const LONGEST_USUAL_MAX_WAIT: Duration = Duration::from_secs(1);
 pub struct PolicyConfig {
     pub(super) max_concurrent: usize,
     pub(super) max_wait: Duration,
+    pub(super) max_waiters: Option<usize>,
     pub(super) call_timeout: Duration,
     pub(super) breaker: BreakerConfig,
     pub(super) retry: RetryConfig,
@@ -67,6 +68,7 @@ impl PolicyConfig {
         PolicyConfigBuilder {
             max_concurrent,
             max_wait: Duration::from_millis(100),
+            max_waiters: None,
             call_timeout: Duration::from_secs(30),
             breaker: BreakerConfig::DEFAULT,
             retry: RetryConfig::builder(),
@@ -130,6 +132,22 @@ impl PolicyConfig {
     /// ```
     pub const fn max_wait(&self) -> Duration {
         self.max_wait
+    }
+
+    /// The bound on calls waiting for a slot, if there is one
+    /// ([`PolicyConfigBuilder::max_waiters`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::policy::PolicyConfig;
+    ///
+    /// assert_eq!(PolicyConfig::builder(8).build().unwrap().max_waiters(), None);
+    /// let search = PolicyConfig::builder(8).max_waiters(16).build().unwrap();
+    /// assert_eq!(search.max_waiters(), Some(16));
+    /// ```
+    pub const fn max_waiters(&self) -> Option<usize> {
+        self.max_waiters
     }
 
     /// The longest one call may run.
@@ -234,6 +252,7 @@ impl PolicyConfig {
 pub struct PolicyConfigBuilder {
     max_concurrent: usize,
     max_wait: Duration,
+    max_waiters: Option<usize>,
     call_timeout: Duration,
     breaker: BreakerConfig,
     retry: RetryConfigBuilder,
@@ -263,6 +282,58 @@ impl PolicyConfigBuilder {
     /// ```
     pub const fn max_wait(mut self, d: Duration) -> Self {
         self.max_wait = d;
+        self
+    }
+
+    /// At most `n` calls wait for a slot at once (default: no bound but
+    /// memory); a call that finds every slot taken and `n` calls waiting
+    /// is refused at once with
+    /// [`ErrorKind::BulkheadFull`](super::ErrorKind::BulkheadFull), without
+    /// waiting (the bulkhead counts it as
+    /// [`rejected_queue_full`](crate::BulkheadMetrics::rejected_queue_full)).
+    /// `0` refuses every wait, as a zero `max_wait` does.
+    ///
+    /// Size the wait first: the max wait decides, and with a short one
+    /// (100 ms) a bound changes little. The bound is for a long max wait
+    /// ([`allow_long_max_wait`](Self::allow_long_max_wait)) or a load far
+    /// above what the system serves: it caps the memory the waiting calls
+    /// hold and the latency of those admitted. A bound of about what the
+    /// system serves within the max wait, `max_concurrent × max_wait /
+    /// call time`, refuses at once the calls that would time out anyway
+    /// (see [`Bulkhead`'s bounded wait queue](crate::Bulkhead#bounded-wait-queue)).
+    /// Above [`Bulkhead::MAX_WAITERS`] is refused by
+    /// [`build`](Self::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::pin::pin;
+    /// use core::time::Duration;
+    /// use futures_lite::future::poll_once;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::policy::{ErrorKind, Policy, PolicyConfig};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// // One slot, calls of up to 5 s may wait 5 s, but at most one waits.
+    /// let config = PolicyConfig::builder(1)
+    ///     .max_wait(Duration::from_secs(5))
+    ///     .allow_long_max_wait()
+    ///     .max_waiters(1)
+    ///     .build()
+    ///     .unwrap();
+    /// let export: Policy<_> = Policy::new("export", config, &clock).unwrap();
+    /// let _busy = export.bulkhead().try_acquire().unwrap();
+    /// let mut waiting = pin!(export.call(|| async { Ok::<_, ()>(()) }));
+    /// assert!(poll_once(waiting.as_mut()).await.is_none());
+    ///
+    /// let err = export.call(|| async { Ok::<_, ()>(()) }).await.unwrap_err();
+    /// assert_eq!(*err.kind(), ErrorKind::BulkheadFull);
+    /// assert_eq!(export.bulkhead().metrics().rejected_queue_full, 1);
+    /// # });
+    /// ```
+    pub const fn max_waiters(mut self, n: usize) -> Self {
+        self.max_waiters = Some(n);
         self
     }
 
@@ -470,8 +541,8 @@ impl PolicyConfigBuilder {
     /// A [`PolicyConfigError`] naming the field: `max_concurrent` zero or
     /// above [`Bulkhead::MAX_PERMITS`]; a [`for_pool`](PolicyConfig::for_pool)
     /// size of zero; `max_wait` above 1 s without
-    /// [`allow_long_max_wait`](Self::allow_long_max_wait); `call_timeout`
-    /// zero. (A slot wait needs no `alloc`: the call future holds its place
+    /// [`allow_long_max_wait`](Self::allow_long_max_wait); `max_waiters`
+    /// above [`Bulkhead::MAX_WAITERS`]; `call_timeout` zero. (A slot wait needs no `alloc`: the call future holds its place
     /// in the bulkhead's queue.)
     ///
     /// # Examples
@@ -507,6 +578,13 @@ impl PolicyConfigBuilder {
                 max_wait: self.max_wait,
             });
         }
+        if let Some(n) = self.max_waiters {
+            if n > Bulkhead::<()>::MAX_WAITERS {
+                return Err(PolicyConfigError::MaxWaitersTooLarge {
+                    max: Bulkhead::<()>::MAX_WAITERS,
+                });
+            }
+        }
         if self.call_timeout.is_zero() {
             return Err(PolicyConfigError::CallTimeoutZero);
         }
@@ -522,6 +600,7 @@ impl PolicyConfigBuilder {
         Ok(PolicyConfig {
             max_concurrent: self.max_concurrent,
             max_wait: self.max_wait,
+            max_waiters: self.max_waiters,
             call_timeout: self.call_timeout,
             breaker: self.breaker,
             retry,
@@ -567,6 +646,11 @@ pub enum PolicyConfigError {
     },
     /// `call_timeout` is zero.
     CallTimeoutZero,
+    /// `max_waiters` is above what a bulkhead can bound.
+    MaxWaitersTooLarge {
+        /// [`Bulkhead::MAX_WAITERS`].
+        max: usize,
+    },
     /// The breaker's config does not fit the policy's window capacity `N`.
     Breaker(BreakerConfigError),
     /// The retry config is invalid.
@@ -609,6 +693,8 @@ pub enum PolicyField {
     MaxWait,
     /// `call_timeout`.
     CallTimeout,
+    /// `max_waiters`.
+    MaxWaiters,
     /// A setting of the breaker.
     Breaker(BreakerField),
     /// `retry_max_attempts`.
@@ -641,6 +727,7 @@ impl PolicyField {
             PolicyField::PoolSize => "pool_size",
             PolicyField::MaxWait => "max_wait",
             PolicyField::CallTimeout => "call_timeout",
+            PolicyField::MaxWaiters => "max_waiters",
             PolicyField::Breaker(f) => f.name(),
             PolicyField::RetryMaxAttempts => "retry_max_attempts",
             PolicyField::RetryBackoff => "retry_backoff",
@@ -687,6 +774,7 @@ impl PolicyConfigError {
             PolicyConfigError::PoolSizeZero => PolicyField::PoolSize,
             PolicyConfigError::MaxWaitTooLong { .. } => PolicyField::MaxWait,
             PolicyConfigError::CallTimeoutZero => PolicyField::CallTimeout,
+            PolicyConfigError::MaxWaitersTooLarge { .. } => PolicyField::MaxWaiters,
             PolicyConfigError::Breaker(e) => PolicyField::Breaker(e.field()),
             PolicyConfigError::Retry(e) => match e {
                 RetryConfigError::AttemptsZero => PolicyField::RetryMaxAttempts,
@@ -717,6 +805,9 @@ impl fmt::Display for PolicyConfigError {
                  (call allow_long_max_wait() if a queue is meant)"
             ),
             PolicyConfigError::CallTimeoutZero => f.write_str("call_timeout must not be zero"),
+            PolicyConfigError::MaxWaitersTooLarge { max } => {
+                write!(f, "max_waiters must be at most {max}")
+            }
             PolicyConfigError::Breaker(e) => write!(f, "breaker: {e}"),
             PolicyConfigError::Retry(e) => write!(f, "retry: {e}"),
             PolicyConfigError::Throttle(e) => write!(f, "{e}"),

@@ -48,7 +48,13 @@ pub enum ErrorKind<E> {
         retry_after: Duration,
     },
     /// All slots were taken and none came free within the slot wait (or the
-    /// request budget). The breaker was not asked and records nothing.
+    /// request budget), or the [bound on waiters](super::PolicyConfigBuilder::max_waiters)
+    /// was reached and the call was refused without waiting. The breaker
+    /// was not asked and records nothing. Which of these it was is in the
+    /// bulkhead's counters (`rejected_full`, `rejected_timed_out`,
+    /// `rejected_queue_full`) and its trace event's `reason`: to a caller
+    /// they are one answer (the system has no room for this call now, with
+    /// no better `Retry-After` to give), so one kind.
     BulkheadFull,
     /// The bulkhead was closed.
     BulkheadClosed,

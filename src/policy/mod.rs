@@ -306,12 +306,20 @@ impl<C: Clone, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
     ) -> Result<Self, PolicyConfigError> {
         let breaker = CircuitBreaker::try_new(name, config.breaker, breaker_clock)
             .map_err(PolicyConfigError::Breaker)?;
-        let bulkhead =
+        let mut bulkhead =
             Bulkhead::try_new(name, config.max_concurrent, clock.clone()).map_err(|_| {
                 PolicyConfigError::MaxConcurrentTooLarge {
                     max: Bulkhead::<()>::MAX_PERMITS,
                 }
             })?;
+        if let Some(n) = config.max_waiters {
+            // Checked by the config's `build`.
+            bulkhead = bulkhead.try_with_max_waiters(n).map_err(|_| {
+                PolicyConfigError::MaxWaitersTooLarge {
+                    max: Bulkhead::<()>::MAX_WAITERS,
+                }
+            })?;
+        }
         let rate = config
             .rate
             .map(|quota| RateLimiter::new(name, quota, clock.clone()));

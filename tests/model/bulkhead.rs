@@ -112,9 +112,12 @@ struct Model {
     rejected_full: usize,
     rejected_timed_out: usize,
     rejected_closed: usize,
+    rejected_queue_full: usize,
     cancelled: usize,
     queued: usize,
     peak: usize,
+    /// The bound on waiters, if any.
+    max_waiters: Option<usize>,
 }
 
 impl Model {
@@ -183,6 +186,7 @@ impl Model {
             AcquireError::Full => self.rejected_full += 1,
             AcquireError::TimedOut => self.rejected_timed_out += 1,
             AcquireError::Closed => self.rejected_closed += 1,
+            AcquireError::QueueFull => self.rejected_queue_full += 1,
             // An error in the request, not a rejection: counted nowhere.
             _ => {}
         }
@@ -258,6 +262,25 @@ impl Model {
         let r = match self.take(n) {
             Err(AcquireError::Full) if self.expired(deadline) => {
                 Poll::Ready(Err(AcquireError::TimedOut))
+            }
+            // At the bound: refused at once, unless `n` permits are free
+            // (every queued waiter wants more); then, as under the lock,
+            // the queue is served and the permits taken if still free. It
+            // never queues.
+            Err(AcquireError::Full)
+                if self.max_waiters.is_some_and(|max| self.queue.len() >= max) =>
+            {
+                if self.free() >= n as i64 {
+                    self.serve(false);
+                }
+                match self.check_request(n) {
+                    Err(e) => Poll::Ready(Err(e)),
+                    Ok(()) if self.free() >= n as i64 => {
+                        self.grant(n);
+                        Poll::Ready(Ok(n))
+                    }
+                    Ok(()) => Poll::Ready(Err(AcquireError::QueueFull)),
+                }
             }
             Err(AcquireError::Full) => {
                 self.serve(false);
@@ -379,12 +402,14 @@ fn view_poll<C>(
 
 impl<'a> Harness<'a> {
     fn new(clock: &'a ManualClock, bh: &'a Bulkhead<Clk<'a>>) -> Self {
+        let mut model = Model::new(bh.capacity());
+        model.max_waiters = bh.max_waiters();
         Harness {
             clock,
             bh,
             held: Vec::new(),
             waiters: Vec::new(),
-            model: Model::new(bh.capacity()),
+            model,
         }
     }
 
@@ -642,6 +667,7 @@ impl<'a> Harness<'a> {
                 lib.rejected_full,
                 lib.rejected_timed_out,
                 lib.rejected_closed,
+                lib.rejected_queue_full,
                 lib.cancelled_waits,
                 lib.queued,
                 lib.peak_in_flight
@@ -651,16 +677,25 @@ impl<'a> Harness<'a> {
                 m.rejected_full,
                 m.rejected_timed_out,
                 m.rejected_closed,
+                m.rejected_queue_full,
                 m.cancelled,
                 m.queued,
                 m.peak
             ),
-            "metrics (accepted, full, timed out, closed, cancelled, queued, peak)"
+            "metrics (accepted, full, timed out, closed, queue full, cancelled, queued, peak)"
         );
         ensure_eq!(
             lib.rejected(),
-            m.rejected_full + m.rejected_timed_out + m.rejected_closed
+            m.rejected_full + m.rejected_timed_out + m.rejected_closed + m.rejected_queue_full
         );
+        if let Some(max) = m.max_waiters {
+            ensure!(
+                m.waiting() <= max,
+                "model: {} waiting above the bound {}",
+                m.waiting(),
+                max
+            );
+        }
         Ok(())
     }
 
@@ -690,8 +725,22 @@ impl<'a> Harness<'a> {
 /// Plays `ops` on a fresh bulkhead of `capacity` next to the model, then
 /// settles and tears down; the first disagreement, with its step.
 pub fn run(capacity: usize, ops: &[Op], rules: Rules) -> Result<(), Mismatch> {
+    run_bounded(capacity, None, ops, rules)
+}
+
+/// [`run`] on a bulkhead with a bound on waiters (`None`: none).
+pub fn run_bounded(
+    capacity: usize,
+    max_waiters: Option<usize>,
+    ops: &[Op],
+    rules: Rules,
+) -> Result<(), Mismatch> {
     let clock = ManualClock::new();
     let bh = Bulkhead::new("model", capacity, &clock);
+    let bh = match max_waiters {
+        Some(max) => bh.with_max_waiters(max),
+        None => bh,
+    };
     let mut h = Harness::new(&clock, &bh);
     h.check_state()?;
     for (step, op) in ops.iter().enumerate() {
