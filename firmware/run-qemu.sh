@@ -43,8 +43,9 @@ EXPECTED=(
     '^ok   bulkhead: the third call refused: bulkhead full$'
     '^ok   bulkhead: after a release the next call is granted$'
     '^ok   wait: nothing released, a 10 ms wait ended: timed out waiting for a bulkhead permit \(after [0-9]+ ms, 0 left waiting\)$'
+    '^ok   queue: a second waiter with 1 place in the queue: bulkhead wait queue full \(after 0 ms\)$'
     '^ok   wait: 1 waiting, a release 5 ms in, then the wait granted \(step 1 release, step 2 served, after [0-9]+ ms\)$'
-    '^ok   bulkhead: 2 of 2 slots free at the end, 2 refusals counted \(full, timed out\)$'
+    '^ok   bulkhead: 2 of 2 slots free at the end, 3 refusals counted \(full, timed out, queue full\)$'
     '^ok   breaker: 4 of 4 calls failed, state open$'
     '^ok   breaker: the next call refused without running \(ran: false\), retry after [0-9]+ms$'
     '^ok   breaker: [0-9]+ ms after opening, state open$'
@@ -60,7 +61,7 @@ EXPECTED=(
     '^ok   rate: a 50 ms wait for a cell 100 ms away refused at once \(after 0 ms\): rate limited: retry after 100ms$'
     '^ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell.s instant \(after [0-9]+ ms, deadline 150 ms\)$'
     '^ok   rate: 5 admitted \(1 after a wait\), 4 refused, 0 cancelled, 0 waiting$'
-    '^scenario: 21 checks passed, 0 failed, [0-9]+ ms of embassy time$'
+    '^scenario: 22 checks passed, 0 failed, [0-9]+ ms of embassy time$'
 )
 
 command -v "$QEMU" >/dev/null || {

@@ -6,7 +6,7 @@
 //!
 //! | event | level | target | fields |
 //! |-------|-------|--------|--------|
-//! | breaker transition | INFO | `watertight::breaker` | `system`, `from`, `to` |
+//! | breaker transition | INFO | `watertight::breaker` | `system`, `from`, `to`; a trip from closed adds `window` (`count`, `time`, `consecutive`), `calls`, `failures`, `slow` |
 //! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
 //! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
 //! | rate limiter refusal | DEBUG | `watertight::rate` | `system`, `retry_after_ms` (rounded up) |
@@ -36,6 +36,7 @@ use std::time::Duration;
 use futures_lite::future::{block_on, poll_once};
 use tracing::Level;
 use tracing_capture::{capture, Captured};
+use watertight::breaker::TimeBreaker;
 use watertight::clock::ManualClock;
 use watertight::deadline::Deadline;
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
@@ -65,6 +66,64 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 fn transition(system: &str, from: &str, to: &str) -> Vec<(String, String)> {
     pairs(&[("from", from), ("system", system), ("to", to)])
+}
+
+/// A closed breaker's trip: the transition, the window that opened it and
+/// the numbers it opened on.
+fn tripped(
+    system: &str,
+    window: &str,
+    calls: usize,
+    failures: usize,
+    slow: usize,
+) -> Vec<(String, String)> {
+    let (calls, failures, slow) = (calls.to_string(), failures.to_string(), slow.to_string());
+    pairs(&[
+        ("calls", &calls),
+        ("failures", &failures),
+        ("from", "closed"),
+        ("slow", &slow),
+        ("system", system),
+        ("to", "open"),
+        ("window", window),
+    ])
+}
+
+#[test]
+fn a_trip_says_which_window_opened_the_breaker_and_on_what_numbers() {
+    let clock = ManualClock::new();
+    let time = BreakerConfig::builder()
+        .time_window(Duration::from_secs(10), 5)
+        .minimum_calls(3)
+        .failure_rate_threshold(50.0)
+        .build()
+        .unwrap();
+    let by_time: TimeBreaker<_, 5> = TimeBreaker::new("search", time, &clock);
+    let run = BreakerConfig::builder()
+        .consecutive_failures(3)
+        .build()
+        .unwrap();
+    let in_a_row: CircuitBreaker<_, 1> = CircuitBreaker::new("ledger", run, &clock);
+
+    let ((), events) = capture(|| {
+        by_time.try_acquire().unwrap().success();
+        clock.advance(Duration::from_secs(3));
+        by_time.try_acquire().unwrap().failure();
+        by_time.try_acquire().unwrap().failure(); // 2 of 3 in the last 10 s
+        in_a_row.try_acquire().unwrap().failure();
+        in_a_row.try_acquire().unwrap().success(); // the run ends
+        for _ in 0..3 {
+            in_a_row.try_acquire().unwrap().failure();
+        }
+    });
+    assert_eq!(
+        summary(&events),
+        vec![
+            tripped("search", "time", 3, 2, 0),
+            tripped("ledger", "consecutive", 3, 3, 0),
+        ],
+        "{events:#?}"
+    );
 }
 
 #[test]
@@ -99,7 +158,7 @@ fn one_event_per_breaker_transition_and_rejection() {
     });
 
     let expected = vec![
-        transition("payments", "closed", "open"),
+        tripped("payments", "count", 2, 1, 0),
         pairs(&[
             ("reason", "open"),
             ("retry_after_ms", "30000"),
@@ -295,7 +354,7 @@ fn a_call_timeout_that_trips_the_breaker_is_a_transition_then_the_timeout() {
     assert_eq!(
         summary(&events),
         vec![
-            transition("shipping", "closed", "open"),
+            tripped("shipping", "count", 1, 1, 0),
             pairs(&[
                 ("by_budget", "false"),
                 ("reason", "deadline_exceeded"),

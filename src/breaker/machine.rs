@@ -573,15 +573,35 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             at,
             tripped,
         });
-        // One event per transition, by the thread that made it.
+        // One event per transition, by the thread that made it; a trip
+        // says which window opened the breaker and on what numbers.
         #[cfg(feature = "tracing")]
-        tracing::info!(
-            target: "watertight::breaker",
-            system = self.name,
-            from = State::from_bits(word::state(from)).as_str(),
-            to = State::from_bits(word::state(to)).as_str(),
-            "circuit breaker state changed"
-        );
+        {
+            let (from, to) = (
+                State::from_bits(word::state(from)).as_str(),
+                State::from_bits(word::state(to)).as_str(),
+            );
+            match tripped {
+                Some(t) => tracing::info!(
+                    target: "watertight::breaker",
+                    system = self.name,
+                    from,
+                    to,
+                    window = t.window.name(),
+                    calls = t.calls,
+                    failures = t.failures,
+                    slow = t.slow,
+                    "circuit breaker state changed"
+                ),
+                None => tracing::info!(
+                    target: "watertight::breaker",
+                    system = self.name,
+                    from,
+                    to,
+                    "circuit breaker state changed"
+                ),
+            }
+        }
         Ok(())
     }
 }

@@ -94,16 +94,21 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 35 756 B flash, 2 808 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 37 824 B flash, 648 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 43 768 B flash, 2 944 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 47 840 B flash, 776 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a
 //! slot with nothing released ends at its 10 ms timeout, and a wait that a
 //! release 5 ms in serves (no allocator: the waiting future holds its queue
-//! node); a `static` breaker opens after 4 failed calls, refuses the next
+//! node) while a second caller, with the queue's one place taken
+//! (`with_max_waiters(1)`), is refused at once with `QueueFull`; a `static`
+//! breaker opens after 4 failed calls, refuses the next
 //! without running it and with a retry hint, is still open halfway through
 //! the hint, half-open once it has passed, and closed after 2 good probes; a
+//! `static` time-window breaker (200 ms in four buckets) opens on 3 failed
+//! calls, closes after a good probe, and forgets failures that have aged out
+//! of its window; a
 //! deadline of 20 ms cuts a 100 ms call and lets a 5 ms one return; a
 //! `static` rate limiter of 10 cells a second with a burst of 3 (on
 //! embassy's clock, no allocator) admits the burst at once and refuses the
@@ -139,7 +144,7 @@
 //! speed: embassy's executor idles with `WFE`, on which QEMU does not sleep, so
 //! the idle loop runs through the waits (a 3 s open wait took 16 s on the
 //! Cortex-M4F at N = 3 and 2 s on the Cortex-M0 at N = 6, with the machine
-//! loaded; the scenario's 341 ms take about a second on the Cortex-M4F).
+//! loaded; the scenario's 641 ms take about three seconds on the Cortex-M4F).
 //!
 //! Output of both runs (the same on every run):
 //!
@@ -149,13 +154,17 @@
 //! ok   bulkhead: the third call refused: bulkhead full
 //! ok   bulkhead: after a release the next call is granted
 //! ok   wait: nothing released, a 10 ms wait ended: timed out waiting for a bulkhead permit (after 10 ms, 0 left waiting)
+//! ok   queue: a second waiter with 1 place in the queue: bulkhead wait queue full (after 0 ms)
 //! ok   wait: 1 waiting, a release 5 ms in, then the wait granted (step 1 release, step 2 served, after 5 ms)
-//! ok   bulkhead: 2 of 2 slots free at the end, 2 refusals counted (full, timed out)
+//! ok   bulkhead: 2 of 2 slots free at the end, 3 refusals counted (full, timed out, queue full)
 //! ok   breaker: 4 of 4 calls failed, state open
 //! ok   breaker: the next call refused without running (ran: false), retry after 100ms
 //! ok   breaker: 50 ms after opening, state open
 //! ok   breaker: once the retry hint has passed (100 ms after opening), state half_open
 //! ok   breaker: 2 good probes: state half_open after the first, closed after the second
+//! ok   time breaker: 3 of 3 calls in 200 ms failed, state open
+//! ok   time breaker: after the open wait a good probe: state closed
+//! ok   time breaker: 2 failures, 200 ms, 2 more: state closed, 2 calls in the window
 //! ok   deadline: a 100 ms call under a 20 ms deadline: cut after 20 ms
 //! ok   deadline: a 5 ms call under a 20 ms deadline returned Ok(7)
 //! ok   rate: a burst of 3 admitted at once, the 4th refused: rate limited: retry after 100ms
@@ -163,7 +172,7 @@
 //! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
 //! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
 //! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
-//! scenario: 18 checks passed, 0 failed, 341 ms of embassy time
+//! scenario: 22 checks passed, 0 failed, 641 ms of embassy time
 //! ```
 //!
 //! ```text
@@ -172,13 +181,17 @@
 //! ok   bulkhead: the third call refused: bulkhead full
 //! ok   bulkhead: after a release the next call is granted
 //! ok   wait: nothing released, a 10 ms wait ended: timed out waiting for a bulkhead permit (after 10 ms, 0 left waiting)
+//! ok   queue: a second waiter with 1 place in the queue: bulkhead wait queue full (after 0 ms)
 //! ok   wait: 1 waiting, a release 5 ms in, then the wait granted (step 1 release, step 2 served, after 5 ms)
-//! ok   bulkhead: 2 of 2 slots free at the end, 2 refusals counted (full, timed out)
+//! ok   bulkhead: 2 of 2 slots free at the end, 3 refusals counted (full, timed out, queue full)
 //! ok   breaker: 4 of 4 calls failed, state open
 //! ok   breaker: the next call refused without running (ran: false), retry after 100ms
 //! ok   breaker: 50 ms after opening, state open
 //! ok   breaker: once the retry hint has passed (100 ms after opening), state half_open
 //! ok   breaker: 2 good probes: state half_open after the first, closed after the second
+//! ok   time breaker: 3 of 3 calls in 200 ms failed, state open
+//! ok   time breaker: after the open wait a good probe: state closed
+//! ok   time breaker: 2 failures, 200 ms, 2 more: state closed, 2 calls in the window
 //! ok   deadline: a 100 ms call under a 20 ms deadline: cut after 20 ms
 //! ok   deadline: a 5 ms call under a 20 ms deadline returned Ok(7)
 //! ok   rate: a burst of 3 admitted at once, the 4th refused: rate limited: retry after 100ms
@@ -186,7 +199,7 @@
 //! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
 //! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
 //! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
-//! scenario: 18 checks passed, 0 failed, 341 ms of embassy time
+//! scenario: 22 checks passed, 0 failed, 641 ms of embassy time
 //! ```
 //!
 //! Wall time on this 2-core machine with other builds beside it (load

@@ -63,9 +63,11 @@ mod board {
     }
 }
 
-/// Two calls at a time.
+/// Two calls at a time, one caller waiting at most: a second waiter is
+/// refused at once (`QueueFull`).
 const CAPACITY: usize = 2;
-static BULKHEAD: Bulkhead<EmbassyClock> = Bulkhead::new("upstream", CAPACITY, EmbassyClock::new());
+static BULKHEAD: Bulkhead<EmbassyClock> =
+    Bulkhead::new("upstream", CAPACITY, EmbassyClock::new()).with_max_waiters(1);
 
 const MINIMUM_CALLS: usize = 4;
 const OPEN_WAIT: Duration = Duration::from_millis(100);
@@ -207,21 +209,38 @@ async fn bulkhead(c: &mut Checks) {
         step.set(step.get() + 1);
         step.get()
     };
+    // A second caller 2 ms in finds the one place in the queue taken: it is
+    // refused at once, and the first waiter keeps its place.
     let start = Instant::now();
-    let ((served, served_at), (queued, released_at)) = join(
+    let (((served, served_at), (queued, released_at)), (bounced, bounced_after)) = join(
+        join(
+            async {
+                let permit = BULKHEAD.acquire_timeout(Duration::from_millis(100)).await;
+                (permit, next())
+            },
+            async move {
+                Timer::after_millis(5).await;
+                let queued = BULKHEAD.waiting();
+                drop(second);
+                (queued, next())
+            },
+        ),
         async {
-            let permit = BULKHEAD.acquire_timeout(Duration::from_millis(100)).await;
-            (permit, next())
-        },
-        async move {
-            Timer::after_millis(5).await;
-            let queued = BULKHEAD.waiting();
-            drop(second);
-            (queued, next())
+            Timer::after_millis(2).await;
+            let asked = Instant::now();
+            let refused = BULKHEAD.acquire_timeout(Duration::from_millis(100)).await;
+            (refused, ms_since(asked))
         },
     )
     .await;
     let waited = ms_since(start);
+    c.check(
+        matches!(bounced, Err(AcquireError::QueueFull)) && bounced_after == 0,
+        format_args!(
+            "queue: a second waiter with 1 place in the queue: {} (after {bounced_after} ms)",
+            Shown(&bounced)
+        ),
+    );
     c.check(
         served.is_ok() && queued == 1 && released_at < served_at && (5..100).contains(&waited),
         format_args!(
@@ -232,9 +251,9 @@ async fn bulkhead(c: &mut Checks) {
     drop(served);
     drop(after_release);
     c.check(
-        BULKHEAD.available() == CAPACITY && BULKHEAD.metrics().rejected() == 2,
+        BULKHEAD.available() == CAPACITY && BULKHEAD.metrics().rejected() == 3,
         format_args!(
-            "bulkhead: {} of {CAPACITY} slots free at the end, {} refusals counted (full, timed out)",
+            "bulkhead: {} of {CAPACITY} slots free at the end, {} refusals counted (full, timed out, queue full)",
             BULKHEAD.available(),
             BULKHEAD.metrics().rejected()
         ),
@@ -414,8 +433,7 @@ async fn rate(c: &mut Checks) {
     c.check(
         burst == 3
             && same_tick
-            && over
-                == Err(RateError::Limited(NotYet::new(start, start + INTERVAL))),
+            && over == Err(RateError::Limited(NotYet::new(start, start + INTERVAL))),
         format_args!(
             "rate: a burst of {burst} admitted at once, the 4th refused: {}",
             Rated(&over)
