@@ -7,15 +7,15 @@
 //!
 //! | group | what |
 //! |---|---|
-//! | `rate/check/admitted` | `check()` that conforms (a quota of `u32::MAX` a second, as large a burst), 1 thread; ours on `StdClock` (`watertight`), on `CoarseClock` (`watertight-coarse`) and on a bench-local clock reading `quanta::Clock::now()` (`watertight-quanta`: the clock governor reads, so the limiters alone are compared); governor on its default clock (quanta) |
+//! | `rate/check/admitted` | `check()` that conforms (a quota of `u32::MAX` a second, as large a burst), 1 thread; ours on `StdClock` (`watertight`), on `CoarseClock` (`watertight-coarse`) and on `QuantaClock` (`watertight-quanta`: the clock governor reads, quanta's scaled counter, so the limiters alone are compared); governor on its default clock (quanta) |
 //! | `rate/check/refused` | `check()` that does not conform (1 an hour, burst 1, taken), 1 thread |
 //! | `rate/check/2-threads-one-key` | `check()` admitted, two threads on one limiter (ours on `StdClock` and on quanta) |
 //! | `rate/keyed/1-thread` | `check_key` admitted, one key: ours (`KeyedRateLimiter<u64, StdClock, 128>`, std's `RandomState`) and governor's `RateLimiter::keyed` (its default `DashMap` store); ours on `StdClock` and on quanta |
 //! | `rate/keyed/2-threads-two-keys` | the same, two threads, each on a key of its own |
 //! | `rate/keyed-map/1-thread` | the map choice: one GCRA step on one of 512 live `u64` keys under one `std::sync::Mutex`: our set-associative table (`RandomState` and `FnvState`; it reads a `ManualClock`, one load), `hashbrown::HashMap` (`RandomState`) and `heapless::FnvIndexMap<_, _, 1024>` (no clock read) |
 //!
-//! Run: `cargo bench --bench rate` (a minute or two); quick:
-//! `cargo bench --bench rate -- --warm-up-time 1 --measurement-time 2`.
+//! Run: `cargo bench --bench rate --features quanta` (a minute or two); quick:
+//! `cargo bench --bench rate --features quanta -- --warm-up-time 1 --measurement-time 2`.
 
 use std::hash::{BuildHasher, RandomState};
 use std::hint::black_box;
@@ -24,32 +24,8 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use watertight::clock::{Clock, CoarseClock, Instant as WtInstant, StdClock};
+use watertight::clock::{CoarseClock, QuantaClock, StdClock};
 use watertight::rate::{FnvState, KeyedRateLimiter, Quota, RateLimiter};
-
-/// The clock governor reads by default, read the way governor's
-/// `QuantaClock::now` reads it (`delta_as_nanos(0, raw())`: the TSC, scaled,
-/// no `Duration` in between), as one of ours: ours on it against governor
-/// compares the limiters alone, each paying the same clock read.
-#[derive(Clone)]
-struct QuantaNow {
-    clock: quanta::Clock,
-}
-
-impl QuantaNow {
-    fn new() -> Self {
-        QuantaNow {
-            clock: quanta::Clock::new(),
-        }
-    }
-}
-
-impl Clock for QuantaNow {
-    #[inline]
-    fn now(&self) -> WtInstant {
-        WtInstant::from_nanos(self.clock.delta_as_nanos(0, self.clock.raw()))
-    }
-}
 
 /// A quota every check conforms to: one cell a nanosecond, a burst of 4 s.
 fn wide() -> Quota {
@@ -79,7 +55,7 @@ fn check(c: &mut Criterion) {
     g.bench_function("watertight-coarse", |b| {
         b.iter(|| black_box(&coarse).check().unwrap())
     });
-    let quanta = RateLimiter::new("bench", wide(), QuantaNow::new());
+    let quanta = RateLimiter::new("bench", wide(), QuantaClock::new());
     g.bench_function("watertight-quanta", |b| {
         b.iter(|| black_box(&quanta).check().unwrap())
     });
@@ -98,7 +74,7 @@ fn check(c: &mut Criterion) {
     g.bench_function("watertight-coarse", |b| {
         b.iter(|| black_box(black_box(&coarse).check()).unwrap_err())
     });
-    let quanta = RateLimiter::new("bench", narrow(), QuantaNow::new());
+    let quanta = RateLimiter::new("bench", narrow(), QuantaClock::new());
     quanta.check().unwrap();
     g.bench_function("watertight-quanta", |b| {
         b.iter(|| black_box(black_box(&quanta).check()).unwrap_err())
@@ -143,7 +119,7 @@ fn two_threads_one_key(c: &mut Criterion) {
     g.bench_function("watertight", |b| {
         b.iter_custom(|iters| two_threads(iters, &|_| black_box(&ours).check().unwrap()))
     });
-    let quanta = RateLimiter::new("bench", wide(), QuantaNow::new());
+    let quanta = RateLimiter::new("bench", wide(), QuantaClock::new());
     g.bench_function("watertight-quanta", |b| {
         b.iter_custom(|iters| two_threads(iters, &|_| black_box(&quanta).check().unwrap()))
     });
@@ -155,12 +131,12 @@ fn two_threads_one_key(c: &mut Criterion) {
 }
 
 type Keyed = KeyedRateLimiter<u64, StdClock, 128>;
-type KeyedQuanta = KeyedRateLimiter<u64, QuantaNow, 128>;
+type KeyedQuanta = KeyedRateLimiter<u64, QuantaClock, 128>;
 
 fn keyed(c: &mut Criterion) {
     let ours: Box<Keyed> = Box::new(KeyedRateLimiter::new("bench", wide(), StdClock));
     let quanta: Box<KeyedQuanta> =
-        Box::new(KeyedRateLimiter::new("bench", wide(), QuantaNow::new()));
+        Box::new(KeyedRateLimiter::new("bench", wide(), QuantaClock::new()));
     let gov = governor::RateLimiter::keyed(gov_wide());
 
     let mut g = c.benchmark_group("rate/keyed/1-thread");

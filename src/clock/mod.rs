@@ -15,6 +15,7 @@
 //! | `StdClock` | `std` | `std::time::Instant` | no (no runtime to wake tasks) |
 //! | `CoarseClock` | `std` | `StdClock`'s time, stored every 1 ms (configurable) by one updater thread; a read is one relaxed atomic load | no |
 //! | `TokioClock` | `tokio` | `tokio::time::Instant` (honours paused time) | yes |
+//! | `QuantaClock` | `quanta` | the CPU's time-stamp counter, scaled (quanta; the OS clock where the counter is not invariant) | no |
 //! | `AsyncIoClock` | `async-io` | `std::time::Instant`, `async_io::Timer` | yes |
 //! | `EmbassyClock` | `embassy` | `embassy_time::Instant` | yes |
 
@@ -39,6 +40,11 @@ pub use std_clock::StdClock;
 mod coarse;
 #[cfg(all(feature = "std", not(loom)))]
 pub use coarse::{CoarseClock, CoarseClockError};
+
+#[cfg(all(feature = "quanta", not(loom)))]
+mod quanta_clock;
+#[cfg(all(feature = "quanta", not(loom)))]
+pub use quanta_clock::QuantaClock;
 
 #[cfg(feature = "tokio")]
 mod tokio_clock;

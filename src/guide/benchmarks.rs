@@ -700,7 +700,7 @@
 //! Reproduce with
 //!
 //! ```sh
-//! cargo bench --bench rate -- --warm-up-time 1 --measurement-time 3
+//! cargo bench --bench rate --features quanta -- --warm-up-time 1 --measurement-time 3
 //! ```
 //!
 //! (about 2 minutes). Two runs of that short form, one after the other, on
