@@ -228,6 +228,7 @@ pub mod clock;
 pub mod deadline;
 pub mod guide;
 pub mod limit;
+pub mod partition;
 pub mod policy;
 pub mod rate;
 pub mod retry;

@@ -488,6 +488,15 @@ impl<C> Bulkhead<C> {
         }
     }
 
+    const_fn! {
+        /// [`with_max_waiters`](Self::with_max_waiters) in place, for a
+        /// bulkhead inside another type (the partitioned bulkhead's rooms);
+        /// `max_waiters <= MAX_WAITERS` is the caller's to check.
+        pub(crate) const fn bound_waiters(&mut self, max_waiters: usize) {
+            self.hot.waiters = AtomicUsize::new(queue::waiters::initial(max_waiters));
+        }
+    }
+
     /// Like [`with_max_waiters`](Self::with_max_waiters), for bounds read
     /// from configuration.
     ///
@@ -687,6 +696,17 @@ impl<C> Bulkhead<C> {
     #[inline]
     pub(crate) fn try_acquire_uncounted(&self) -> Result<(), AcquireError> {
         self.take(1)
+    }
+
+    /// The guard for one permit taken with
+    /// [`try_acquire_uncounted`](Self::try_acquire_uncounted): for callers
+    /// (the partitioned bulkhead) that hand the permit on as a [`Permit`].
+    #[inline]
+    pub(crate) fn adopt_one(&self) -> Permit<'_, C> {
+        Permit {
+            bulkhead: self,
+            n: 1,
+        }
     }
 
     /// Free permits right now (zero while in flight exceeds a shrunk capacity).

@@ -1,0 +1,1107 @@
+//! A bulkhead split into classes of callers, each with a guaranteed share
+//! of the capacity and the right to burst into what the others leave idle.
+//!
+//! [`PartitionedBulkhead`] answers "who is refused under overload": a
+//! search backend of 10 slots can promise checkout (critical) 5, browsing
+//! 3 and the nightly export 2, so that a flood of exports never takes the
+//! slot a checkout needs, while any class may use slots the others leave
+//! idle. It is `no_std`, needs no allocator, and works on any
+//! [`Clock`](crate::clock::Clock) (waiting on any [`Timer`]).
+//!
+//! # The rule
+//!
+//! **A class under its guaranteed share is never refused for capacity, only
+//! by its own deadline.** Each class owns a room: a [`Bulkhead`] whose
+//! capacity is its share (the shares add up to the capacity). A call of
+//! class `k`:
+//!
+//! 1. takes a free slot of its own room (one compare-and-swap, the
+//!    bulkhead's lock-free fast path);
+//! 2. or else, if nobody of its class is waiting, **borrows** a free slot
+//!    of another class's room, trying the least important class's room
+//!    first (the last class given, then the one before it), so that the
+//!    rooms of the more important classes stay free longest;
+//! 3. or else waits in its own room's FIFO queue, up to its deadline
+//!    ([`acquire_until`](PartitionedBulkhead::acquire_until)), or is refused
+//!    at once ([`try_acquire`](PartitionedBulkhead::try_acquire)).
+//!
+//! A borrowed slot goes back to the room it came from, and a room's
+//! released slot goes first to the callers waiting in that room, who are
+//! all of its class, ahead of any borrower (a borrower only ever takes a
+//! slot nobody waits for). So if class `k` has fewer than its share in
+//! flight and its room is full, the room holds borrowers; the first of them
+//! to finish hands its slot to class `k`'s first waiter. The total in flight
+//! never exceeds the capacity: every slot is a slot of one room.
+//!
+//! Decisions written down:
+//!
+//! - **Borrowing never waits.** A class waits only in its own room, so a
+//!   waiter is served by its room's releases, never by another room's.
+//!   While a class has waiters its newcomers queue behind them instead of
+//!   borrowing (FIFO inside a class); a slot that frees in another room
+//!   meanwhile is left to that room's class or to a newcomer of a class
+//!   with nobody waiting.
+//! - **A class that needs its share back waits for a borrower to finish**:
+//!   calls in flight are never pre-empted. Give the critical class a wait
+//!   at least as long as a call takes; with no wait at all
+//!   (`try_acquire`), a class whose room is lent out is refused, since it
+//!   has no time to wait.
+//! - Shares are whole slots, each at least 1
+//!   ([`from_percent`](PartitionedBulkhead::from_percent) rounds
+//!   percentages of a capacity to slots).
+//!
+//! # Examples
+//!
+//! ```
+//! use watertight::clock::StdClock;
+//! use watertight::partition::PartitionedBulkhead;
+//!
+//! // 10 slots: checkout is promised 5, browse 3, export 2.
+//! static SEARCH: PartitionedBulkhead<StdClock, 3> = PartitionedBulkhead::new(
+//!     "search",
+//!     [("checkout", 5), ("browse", 3), ("export", 2)],
+//!     StdClock,
+//! );
+//! const CHECKOUT: usize = 0;
+//! const EXPORT: usize = 2;
+//!
+//! // The export burst takes its 2 slots, then borrows browse's 3 and
+//! // checkout's 5: the whole capacity, while nobody else wants it.
+//! let export: Vec<_> = (0..10).map(|_| SEARCH.try_acquire(EXPORT).unwrap()).collect();
+//! assert!(SEARCH.try_acquire(EXPORT).is_err());
+//! assert_eq!(export.iter().filter(|p| p.is_borrowed()).count(), 8);
+//!
+//! // A checkout now finds its room lent out; the first export to finish
+//! // from that room gives the slot back to checkout, not to export.
+//! assert!(SEARCH.try_acquire(CHECKOUT).is_err());
+//! drop(export);
+//! assert!(SEARCH.try_acquire(CHECKOUT).unwrap().room() == CHECKOUT);
+//! ```
+
+use core::fmt;
+use core::future::Future;
+use core::mem::MaybeUninit;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use pin_project_lite::pin_project;
+
+use crate::bulkhead::{AcquireError, Bulkhead, Permit};
+use crate::clock::{Instant, Timer};
+use crate::futures::AcquireUntil;
+use crate::sync::{const_fn, AtomicUsize, Ordering};
+
+/// A bulkhead of `K` classes, each with a guaranteed share (its room) and
+/// the right to borrow idle slots of the others. See the
+/// [module documentation](self) for the rule and the decisions behind it.
+///
+/// Classes are numbered in the order given, `0` the most important: a
+/// borrower tries the rooms from the last class's to the first's.
+///
+/// Memory: `K` bulkheads (128 B each on x86_64, aligned to a cache line
+/// pair so that two rooms never share one) and two words a class.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::ManualClock;
+/// use watertight::partition::PartitionedBulkhead;
+///
+/// # futures_lite::future::block_on(async {
+/// let clock = ManualClock::new();
+/// let api = PartitionedBulkhead::from_percent("api", 10, [("critical", 50), ("batch", 50)], &clock)?;
+/// assert_eq!(api.share(0), 5);
+/// let permit = api.acquire_timeout(0, Duration::from_millis(100)).await?;
+/// assert_eq!((permit.class(), permit.room()), (0, 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct PartitionedBulkhead<C, const K: usize> {
+    name: &'static str,
+    rooms: [Bulkhead<C>; K],
+    classes: [&'static str; K],
+    /// Per class: calls admitted into another class's room.
+    borrowed: [AtomicUsize; K],
+}
+
+/// Why a partitioned bulkhead gave no permit.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::AcquireError;
+/// use watertight::clock::StdClock;
+/// use watertight::partition::{PartitionError, PartitionedBulkhead};
+///
+/// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+/// assert_eq!(
+///     b.try_acquire(2).unwrap_err(),
+///     PartitionError::NoSuchClass { class: 2, classes: 2 }
+/// );
+/// let _held = (b.try_acquire(1).unwrap(), b.try_acquire(1).unwrap());
+/// assert_eq!(b.try_acquire(0).unwrap_err(), PartitionError::Refused(AcquireError::Full));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PartitionError {
+    /// The class's room refused, as a [`Bulkhead`] does:
+    /// [`Full`](AcquireError::Full) (its room and every room it could
+    /// borrow from were full), [`TimedOut`](AcquireError::TimedOut),
+    /// [`Closed`](AcquireError::Closed) or
+    /// [`QueueFull`](AcquireError::QueueFull).
+    Refused(AcquireError),
+    /// There is no class of that number.
+    NoSuchClass {
+        /// The class asked for.
+        class: usize,
+        /// How many classes the bulkhead has.
+        classes: usize,
+    },
+}
+
+impl PartitionError {
+    /// Whether this is a refusal under load (the caller asked for a class
+    /// that exists), as opposed to a bad class number.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::AcquireError;
+    /// use watertight::partition::PartitionError;
+    ///
+    /// assert!(PartitionError::Refused(AcquireError::Full).is_refusal());
+    /// assert!(!PartitionError::NoSuchClass { class: 3, classes: 2 }.is_refusal());
+    /// ```
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, PartitionError::Refused(_))
+    }
+}
+
+impl fmt::Display for PartitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PartitionError::Refused(e) => fmt::Display::fmt(e, f),
+            PartitionError::NoSuchClass { class, classes } => write!(
+                f,
+                "no class {class}: the partitioned bulkhead has {classes} classes"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for PartitionError {}
+
+impl From<AcquireError> for PartitionError {
+    fn from(e: AcquireError) -> Self {
+        PartitionError::Refused(e)
+    }
+}
+
+/// Why [`PartitionedBulkhead::try_new`] or
+/// [`from_percent`](PartitionedBulkhead::from_percent) made no bulkhead.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::StdClock;
+/// use watertight::partition::{PartitionConfigError, PartitionedBulkhead};
+///
+/// let err = PartitionedBulkhead::try_new("db", [("web", 4), ("jobs", 0)], StdClock).unwrap_err();
+/// assert_eq!(err, PartitionConfigError::ZeroShare { class: "jobs" });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PartitionConfigError {
+    /// No classes (`K = 0`).
+    NoClasses,
+    /// A class with no guaranteed slot: it could only ever borrow, and its
+    /// waits would have no room to wait in.
+    ZeroShare {
+        /// The class's name.
+        class: &'static str,
+    },
+    /// A share (or the capacity) above what one room can hold.
+    ShareTooLarge {
+        /// The class's name (the system's, for the capacity).
+        class: &'static str,
+        /// The slots asked for.
+        requested: usize,
+        /// [`Bulkhead::MAX_PERMITS`] on this target.
+        max: usize,
+    },
+    /// Percentages that do not add up to 100.
+    PercentNot100 {
+        /// Their sum.
+        sum: u32,
+    },
+}
+
+impl fmt::Display for PartitionConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PartitionConfigError::NoClasses => {
+                f.write_str("a partitioned bulkhead needs at least one class")
+            }
+            PartitionConfigError::ZeroShare { class } => write!(
+                f,
+                "class {class:?} has a share of 0 slots: every class needs at least 1"
+            ),
+            PartitionConfigError::ShareTooLarge {
+                class,
+                requested,
+                max,
+            } => write!(
+                f,
+                "class {class:?} asks for {requested} slots, above the maximum of {max}"
+            ),
+            PartitionConfigError::PercentNot100 { sum } => {
+                write!(f, "class percentages add up to {sum}, not 100")
+            }
+        }
+    }
+}
+
+impl core::error::Error for PartitionConfigError {}
+
+/// What the bulkhead gave: a slot of one room, for one class.
+///
+/// Dropping it gives the slot back to the room it came from (to that
+/// room's first waiter, if any).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::StdClock;
+/// use watertight::partition::PartitionedBulkhead;
+///
+/// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+/// let own = b.try_acquire(1).unwrap();
+/// let lent = b.try_acquire(1).unwrap(); // jobs' room is full: web's lends
+/// assert!(!own.is_borrowed() && lent.is_borrowed());
+/// assert_eq!((lent.class(), lent.room()), (1, 0));
+/// ```
+#[must_use = "the slot is released as soon as it is dropped"]
+#[clippy::has_significant_drop]
+pub struct ClassPermit<'a, C> {
+    permit: Permit<'a, C>,
+    class: usize,
+    room: usize,
+}
+
+impl<'a, C> ClassPermit<'a, C> {
+    /// The class the call was admitted for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+    /// assert_eq!(b.try_acquire(1).unwrap().class(), 1);
+    /// ```
+    pub fn class(&self) -> usize {
+        self.class
+    }
+
+    /// The class whose room the slot belongs to (its own class's, unless
+    /// borrowed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 2), ("jobs", 1)], StdClock);
+    /// let _jobs = b.try_acquire(1).unwrap();
+    /// assert_eq!(b.try_acquire(1).unwrap().room(), 0);
+    /// ```
+    pub fn room(&self) -> usize {
+        self.room
+    }
+
+    /// Whether the slot was borrowed from another class's room.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+    /// assert!(!b.try_acquire(0).unwrap().is_borrowed());
+    /// ```
+    pub fn is_borrowed(&self) -> bool {
+        self.class != self.room
+    }
+
+    /// The permit of the room the slot belongs to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1)], StdClock);
+    /// assert_eq!(b.try_acquire(0).unwrap().permit().count(), 1);
+    /// ```
+    pub fn permit(&self) -> &Permit<'a, C> {
+        &self.permit
+    }
+}
+
+impl<C> fmt::Debug for ClassPermit<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClassPermit")
+            .field("class", &self.class)
+            .field("room", &self.room)
+            .finish()
+    }
+}
+
+/// One class's numbers, from [`PartitionedBulkhead::class_metrics`].
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::StdClock;
+/// use watertight::partition::PartitionedBulkhead;
+///
+/// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+/// let _a = b.try_acquire(1).unwrap();
+/// let _b = b.try_acquire(1).unwrap();
+/// let jobs = b.class_metrics(1).unwrap();
+/// assert_eq!((jobs.name, jobs.share, jobs.borrowed), ("jobs", 1, 1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClassMetrics {
+    /// The class's name.
+    pub name: &'static str,
+    /// Its guaranteed slots (its room's capacity).
+    pub share: usize,
+    /// Slots of its room in flight now (its own calls and borrowers').
+    pub room_in_flight: usize,
+    /// Callers of the class waiting in its room.
+    pub waiting: usize,
+    /// Calls admitted into its room, its own and borrowers'.
+    pub room_accepted: usize,
+    /// Calls of the class admitted into another class's room.
+    pub borrowed: usize,
+    /// Calls of the class refused: no slot and no time to wait.
+    pub refused_full: usize,
+    /// Calls of the class whose wait ended at their deadline.
+    pub refused_timed_out: usize,
+    /// Calls of the class refused because its room's queue was at its bound.
+    pub refused_queue_full: usize,
+}
+
+const_fn! {
+    const fn zeros<const K: usize>() -> [AtomicUsize; K] {
+        #[cfg(not(loom))]
+        let zeros = [const { AtomicUsize::new(0) }; K];
+        // loom's atomics are not `const`.
+        #[cfg(loom)]
+        let zeros = core::array::from_fn(|_| AtomicUsize::new(0));
+        zeros
+    }
+}
+
+const fn check_shares<const K: usize>(
+    classes: &[(&'static str, usize); K],
+) -> Result<(), PartitionConfigError> {
+    if K == 0 {
+        return Err(PartitionConfigError::NoClasses);
+    }
+    let mut i = 0;
+    while i < K {
+        let (class, share) = classes[i];
+        if share == 0 {
+            return Err(PartitionConfigError::ZeroShare { class });
+        }
+        if share > Bulkhead::<()>::MAX_PERMITS {
+            return Err(PartitionConfigError::ShareTooLarge {
+                class,
+                requested: share,
+                max: Bulkhead::<()>::MAX_PERMITS,
+            });
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+impl<C: Copy, const K: usize> PartitionedBulkhead<C, K> {
+    const_fn! {
+        /// A bulkhead named `name` whose classes are `(name, share)` in
+        /// order of importance (class `0` first); its capacity is the sum of
+        /// the shares. `const`, so it can live in a `static`.
+        ///
+        /// # Panics
+        ///
+        /// With no classes, a share of 0 or a share above
+        /// [`Bulkhead::MAX_PERMITS`]: in a `static`, a compile-time error.
+        /// For shares read at run time use [`try_new`](Self::try_new).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::clock::StdClock;
+        /// use watertight::partition::PartitionedBulkhead;
+        ///
+        /// static DB: PartitionedBulkhead<StdClock, 2> =
+        ///     PartitionedBulkhead::new("db", [("web", 6), ("jobs", 2)], StdClock);
+        /// assert_eq!(DB.capacity(), 8);
+        /// ```
+        ///
+        /// ```compile_fail
+        /// use watertight::clock::StdClock;
+        /// use watertight::partition::PartitionedBulkhead;
+        ///
+        /// static DB: PartitionedBulkhead<StdClock, 2> =
+        ///     PartitionedBulkhead::new("db", [("web", 6), ("jobs", 0)], StdClock);
+        /// ```
+        pub const fn new(name: &'static str, classes: [(&'static str, usize); K], clock: C) -> Self {
+            match check_shares(&classes) {
+                Ok(()) => {}
+                Err(PartitionConfigError::NoClasses) => panic!("a partitioned bulkhead needs at least one class"),
+                Err(PartitionConfigError::ZeroShare { .. }) => panic!("every class needs a share of at least 1 slot"),
+                Err(_) => panic!("a class's share is above Bulkhead::MAX_PERMITS"),
+            }
+            Self::build(name, classes, clock)
+        }
+    }
+
+    const_fn! {
+        const fn build(name: &'static str, classes: [(&'static str, usize); K], clock: C) -> Self {
+            let mut rooms = [const { MaybeUninit::<Bulkhead<C>>::uninit() }; K];
+            let mut names = [""; K];
+            let mut i = 0;
+            while i < K {
+                rooms[i] = MaybeUninit::new(Bulkhead::new(name, classes[i].1, clock));
+                names[i] = classes[i].0;
+                i += 1;
+            }
+            PartitionedBulkhead {
+                name,
+                // SAFETY: the loop above initialised every element, and
+                // `[MaybeUninit<T>; K]` has the layout of `[T; K]`. The
+                // source is never dropped (`MaybeUninit` has no drop glue),
+                // so each bulkhead is owned once.
+                rooms: unsafe { core::ptr::read((&raw const rooms).cast::<[Bulkhead<C>; K]>()) },
+                classes: names,
+                borrowed: zeros(),
+            }
+        }
+    }
+
+    const_fn! {
+        /// At most `max_waiters` callers of each class wait at once (in
+        /// its room); one more is refused at once with
+        /// `Refused(`[`QueueFull`](AcquireError::QueueFull)`)`. `const`, to
+        /// follow [`new`](Self::new) in a `static`. Sized as the
+        /// bulkhead's bound is ([`Bulkhead::with_max_waiters`]).
+        ///
+        /// # Panics
+        ///
+        /// If `max_waiters` is above [`Bulkhead::MAX_WAITERS`] (in a
+        /// `static`, a compile-time error).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use watertight::clock::StdClock;
+        /// use watertight::partition::PartitionedBulkhead;
+        ///
+        /// static DB: PartitionedBulkhead<StdClock, 2> =
+        ///     PartitionedBulkhead::new("db", [("web", 6), ("jobs", 2)], StdClock).with_max_waiters(16);
+        /// assert_eq!(DB.room(1).unwrap().max_waiters(), Some(16));
+        /// ```
+        pub const fn with_max_waiters(mut self, max_waiters: usize) -> Self {
+            assert!(
+                max_waiters <= Bulkhead::<()>::MAX_WAITERS,
+                "max_waiters is above Bulkhead::MAX_WAITERS"
+            );
+            let mut i = 0;
+            while i < K {
+                self.rooms[i].bound_waiters(max_waiters);
+                i += 1;
+            }
+            self
+        }
+    }
+
+    /// As [`new`](Self::new), for shares read at run time.
+    ///
+    /// # Errors
+    ///
+    /// [`NoClasses`](PartitionConfigError::NoClasses),
+    /// [`ZeroShare`](PartitionConfigError::ZeroShare) or
+    /// [`ShareTooLarge`](PartitionConfigError::ShareTooLarge), naming the
+    /// class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let shares = [("web", 6), ("jobs", 2)]; // e.g. from configuration
+    /// let db = PartitionedBulkhead::try_new("db", shares, StdClock)?;
+    /// assert_eq!(db.share(1), 2);
+    /// # Ok::<(), watertight::partition::PartitionConfigError>(())
+    /// ```
+    pub fn try_new(
+        name: &'static str,
+        classes: [(&'static str, usize); K],
+        clock: C,
+    ) -> Result<Self, PartitionConfigError> {
+        check_shares(&classes)?;
+        Ok(Self::build(name, classes, clock))
+    }
+
+    /// Shares as percentages of `capacity` (adding up to 100), rounded to
+    /// whole slots by largest remainder (the slots add up to `capacity`),
+    /// each at least 1: `from_percent("api", 10, [("critical", 50),
+    /// ("default", 30), ("batch", 20)], clock)` gives 5, 3 and 2 slots.
+    ///
+    /// # Errors
+    ///
+    /// [`PercentNot100`](PartitionConfigError::PercentNot100);
+    /// [`ZeroShare`](PartitionConfigError::ZeroShare) when a class's
+    /// percentage rounds to no slot (a capacity too small for that many
+    /// classes, or a percentage of 0); [`NoClasses`](PartitionConfigError::NoClasses);
+    /// [`ShareTooLarge`](PartitionConfigError::ShareTooLarge).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::{PartitionConfigError, PartitionedBulkhead};
+    ///
+    /// let b = PartitionedBulkhead::from_percent("api", 7, [("a", 50), ("b", 30), ("c", 20)], StdClock)?;
+    /// assert_eq!((b.share(0), b.share(1), b.share(2)), (4, 2, 1));
+    /// assert_eq!(
+    ///     PartitionedBulkhead::from_percent("api", 2, [("a", 50), ("b", 30), ("c", 20)], StdClock).unwrap_err(),
+    ///     PartitionConfigError::ZeroShare { class: "c" },
+    /// );
+    /// # Ok::<(), PartitionConfigError>(())
+    /// ```
+    pub fn from_percent(
+        name: &'static str,
+        capacity: usize,
+        classes: [(&'static str, u8); K],
+        clock: C,
+    ) -> Result<Self, PartitionConfigError> {
+        if K == 0 {
+            return Err(PartitionConfigError::NoClasses);
+        }
+        let sum: u32 = classes.iter().map(|&(_, p)| u32::from(p)).sum();
+        if sum != 100 {
+            return Err(PartitionConfigError::PercentNot100 { sum });
+        }
+        if capacity > Bulkhead::<()>::MAX_PERMITS {
+            return Err(PartitionConfigError::ShareTooLarge {
+                class: name,
+                requested: capacity,
+                max: Bulkhead::<()>::MAX_PERMITS,
+            });
+        }
+        // Largest remainder: floor shares, then one more slot to the
+        // largest remainders (ties to the more important class).
+        let mut shares = [(classes[0].0, 0usize); K];
+        let mut rest = [0usize; K];
+        let mut given = 0;
+        for (i, &(class, p)) in classes.iter().enumerate() {
+            let exact = capacity * usize::from(p);
+            shares[i] = (class, exact / 100);
+            rest[i] = exact % 100;
+            given += exact / 100;
+        }
+        for _ in given..capacity {
+            let mut best = 0;
+            for i in 1..K {
+                if rest[i] > rest[best] {
+                    best = i;
+                }
+            }
+            shares[best].1 += 1;
+            rest[best] = 0;
+        }
+        Self::try_new(name, shares, clock)
+    }
+}
+
+impl<C, const K: usize> PartitionedBulkhead<C, K> {
+    /// The name given at construction (each room is a bulkhead of this
+    /// name, so its metrics and events carry it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1)], StdClock);
+    /// assert_eq!(b.name(), "db");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The class's room: a [`Bulkhead`] of the class's share, for its
+    /// metrics, [`close`](Bulkhead::close) or
+    /// [`with_max_waiters`](Bulkhead::with_max_waiters)-style inspection.
+    /// `None` past the last class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// assert_eq!(b.room(0).unwrap().capacity(), 3);
+    /// assert!(b.room(2).is_none());
+    /// ```
+    pub fn room(&self, class: usize) -> Option<&Bulkhead<C>> {
+        self.rooms.get(class)
+    }
+
+    /// A class's guaranteed slots (0 past the last class).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// assert_eq!((b.share(0), b.share(1), b.share(5)), (3, 1, 0));
+    /// ```
+    pub fn share(&self, class: usize) -> usize {
+        self.rooms.get(class).map_or(0, Bulkhead::capacity)
+    }
+
+    /// The class's name, `None` past the last class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// assert_eq!(b.class_name(1), Some("jobs"));
+    /// ```
+    pub fn class_name(&self, class: usize) -> Option<&'static str> {
+        self.classes.get(class).copied()
+    }
+
+    /// The class numbered by its name, `None` if no class has it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// assert_eq!(b.class_of("jobs"), Some(1));
+    /// assert_eq!(b.class_of("admin"), None);
+    /// ```
+    pub fn class_of(&self, name: &str) -> Option<usize> {
+        self.classes.iter().position(|&c| c == name)
+    }
+
+    /// The total capacity: the sum of the shares.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// assert_eq!(b.capacity(), 4);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.rooms.iter().map(Bulkhead::capacity).sum()
+    }
+
+    /// Slots in flight now, over every room (each room's count is exact;
+    /// the sum is of loads made one after the other).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 1)], StdClock);
+    /// let _p = b.try_acquire(1).unwrap();
+    /// assert_eq!(b.in_flight(), 1);
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        self.rooms.iter().map(Bulkhead::in_flight).sum()
+    }
+
+    /// One class's numbers; `None` past the last class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+    /// let _held = (b.try_acquire(0).unwrap(), b.try_acquire(0).unwrap());
+    /// assert!(b.try_acquire(1).is_err());
+    /// let (web, jobs) = (b.class_metrics(0).unwrap(), b.class_metrics(1).unwrap());
+    /// assert_eq!((web.borrowed, web.room_in_flight), (1, 1));
+    /// assert_eq!((jobs.refused_full, jobs.room_in_flight), (1, 1));
+    /// ```
+    pub fn class_metrics(&self, class: usize) -> Option<ClassMetrics> {
+        let room = self.rooms.get(class)?.metrics();
+        Some(ClassMetrics {
+            name: self.classes[class],
+            share: room.capacity,
+            room_in_flight: room.in_flight,
+            waiting: room.waiting,
+            room_accepted: room.accepted,
+            borrowed: self.borrowed[class].load(Ordering::Relaxed),
+            refused_full: room.rejected_full,
+            refused_timed_out: room.rejected_timed_out,
+            refused_queue_full: room.rejected_queue_full,
+        })
+    }
+
+    /// Closes every room: waiters and later calls fail with
+    /// [`Closed`](AcquireError::Closed); slots held stay valid. Returns
+    /// whether this call closed any room.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::AcquireError;
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::{PartitionError, PartitionedBulkhead};
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+    /// assert!(b.close());
+    /// assert_eq!(b.try_acquire(0).unwrap_err(), PartitionError::Refused(AcquireError::Closed));
+    /// ```
+    pub fn close(&self) -> bool {
+        self.rooms.iter().fold(false, |any, r| r.close() | any)
+    }
+
+    #[inline]
+    fn rooms(&self) -> Rooms<'_, C> {
+        Rooms {
+            rooms: &self.rooms,
+            borrowed: &self.borrowed,
+        }
+    }
+
+    /// A slot for `class` if one is free now, in its room or borrowed;
+    /// never waits. Lock-free: a free slot of its own room is one
+    /// compare-and-swap.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`](PartitionError::Refused)`(`[`Full`](AcquireError::Full)`)`
+    /// when its room and every room it may borrow from are full (or its
+    /// room has waiters and no room is free); `Refused(Closed)`;
+    /// [`NoSuchClass`](PartitionError::NoSuchClass).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], StdClock);
+    /// let first = b.try_acquire(0).unwrap();
+    /// let second = b.try_acquire(0).unwrap(); // borrowed from jobs
+    /// assert!(b.try_acquire(1).is_err()); // jobs' room is lent out, and it cannot wait
+    /// drop(second);
+    /// assert!(!b.try_acquire(1).unwrap().is_borrowed());
+    /// # drop(first);
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self, class: usize) -> Result<ClassPermit<'_, C>, PartitionError> {
+        match self.rooms().take(class) {
+            Ok(p) => Ok(p),
+            Err(PartitionError::Refused(e)) => Err(PartitionError::Refused(
+                self.rooms[class].count_rejection(e),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits for a slot for `class` until `deadline`: a free one now (its
+    /// room's or borrowed), or else the next its own room releases, in FIFO
+    /// order among the class's waiters. No allocation: the future holds its
+    /// place in the room's queue.
+    ///
+    /// # Errors
+    ///
+    /// `Refused(TimedOut)` when the deadline passes; `Refused(Closed)`;
+    /// `Refused(QueueFull)` when the class's room bounds its waiters and
+    /// the bound is reached; [`NoSuchClass`](PartitionError::NoSuchClass).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes takes no slot and leaves its
+    /// place in the queue, as [`Bulkhead::acquire_until`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::{Clock, ManualClock};
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    /// let deadline = clock.now() + Duration::from_millis(50);
+    /// let p = b.acquire_until(1, deadline).await.unwrap();
+    /// assert_eq!(p.room(), 1);
+    /// # });
+    /// ```
+    pub fn acquire_until(&self, class: usize, deadline: Instant) -> AcquireClass<'_, C>
+    where
+        C: Timer,
+    {
+        AcquireClass {
+            rooms: self.rooms(),
+            class,
+            deadline,
+            state: Stage::Start,
+        }
+    }
+
+    /// [`acquire_until`](Self::acquire_until) now + `max_wait`, the deadline
+    /// fixed when the future is made.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_until`](Self::acquire_until).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_until`](Self::acquire_until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::AcquireError;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::partition::{PartitionError, PartitionedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = PartitionedBulkhead::new("db", [("web", 1)], &clock);
+    /// let _held = b.try_acquire(0).unwrap();
+    /// let err = b.acquire_timeout(0, Duration::ZERO).await.unwrap_err();
+    /// assert_eq!(err, PartitionError::Refused(AcquireError::TimedOut));
+    /// # });
+    /// ```
+    pub fn acquire_timeout(&self, class: usize, max_wait: Duration) -> AcquireClass<'_, C>
+    where
+        C: Timer,
+    {
+        let deadline = match self.rooms.first() {
+            Some(room) => room.clock().now().saturating_add(max_wait),
+            None => Instant::ZERO,
+        };
+        self.acquire_until(class, deadline)
+    }
+}
+
+impl<C, const K: usize> fmt::Debug for PartitionedBulkhead<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("PartitionedBulkhead");
+        d.field("name", &self.name);
+        for (name, room) in self.classes.iter().zip(&self.rooms) {
+            d.field(
+                name,
+                &format_args!("{}/{}", room.in_flight(), room.capacity()),
+            );
+        }
+        d.finish()
+    }
+}
+
+pin_project! {
+    #[project = StageProj]
+    enum Stage<'a, C: Timer> {
+        Start,
+        Queued { #[pin] wait: AcquireUntil<'a, C> },
+        Done,
+    }
+}
+
+pin_project! {
+    /// The future of [`PartitionedBulkhead::acquire_until`] and
+    /// [`acquire_timeout`](PartitionedBulkhead::acquire_timeout).
+    ///
+    /// Its first poll takes a free slot (its class's room's, or borrowed);
+    /// if none is free it waits in its class's room, holding its queue node
+    /// inside itself (no allocation).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it before completion takes no slot and leaves its place in
+    /// the queue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::partition::{AcquireClass, PartitionedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    /// let wait: AcquireClass<'_, &ManualClock> = b.acquire_timeout(0, Duration::from_millis(5));
+    /// assert_eq!(wait.await.unwrap().class(), 0);
+    /// # });
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct AcquireClass<'a, C: Timer> {
+        rooms: Rooms<'a, C>,
+        class: usize,
+        deadline: Instant,
+        #[pin]
+        state: Stage<'a, C>,
+    }
+}
+
+impl<'a, C: Timer> Future for AcquireClass<'a, C> {
+    type Output = Result<ClassPermit<'a, C>, PartitionError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let bh: Rooms<'a, C> = *this.rooms;
+        let class = *this.class;
+        loop {
+            match this.state.as_mut().project() {
+                StageProj::Start => match bh.take(class) {
+                    Ok(p) => {
+                        this.state.set(Stage::Done);
+                        return Poll::Ready(Ok(p));
+                    }
+                    Err(PartitionError::Refused(AcquireError::Full)) => {
+                        let wait = bh.rooms[class].acquire_until(*this.deadline);
+                        this.state.set(Stage::Queued { wait });
+                    }
+                    Err(PartitionError::Refused(e)) => {
+                        this.state.set(Stage::Done);
+                        return Poll::Ready(Err(PartitionError::Refused(
+                            bh.rooms[class].count_rejection(e),
+                        )));
+                    }
+                    Err(e) => {
+                        this.state.set(Stage::Done);
+                        return Poll::Ready(Err(e));
+                    }
+                },
+                StageProj::Queued { wait } => {
+                    let out = core::task::ready!(wait.poll(cx));
+                    this.state.set(Stage::Done);
+                    return Poll::Ready(match out {
+                        Ok(permit) => Ok(ClassPermit {
+                            permit,
+                            class,
+                            room: class,
+                        }),
+                        Err(e) => Err(PartitionError::Refused(e)),
+                    });
+                }
+                // A future polled again after it completed (a caller's
+                // bug, as for any future): it has nothing more to give.
+                StageProj::Done => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<C: Timer> fmt::Debug for AcquireClass<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquireClass")
+            .field("bulkhead", &self.rooms.rooms.first().map(Bulkhead::name))
+            .field("class", &self.class)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// The rooms and the borrow counters, as the take and the waiting future
+/// see them (a view with no `K`, which the future's type cannot carry).
+struct Rooms<'a, C> {
+    rooms: &'a [Bulkhead<C>],
+    borrowed: &'a [AtomicUsize],
+}
+
+impl<C> Clone for Rooms<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for Rooms<'_, C> {}
+
+impl<'a, C> Rooms<'a, C> {
+    fn room_of(self, class: usize) -> Result<&'a Bulkhead<C>, PartitionError> {
+        self.rooms.get(class).ok_or(PartitionError::NoSuchClass {
+            class,
+            classes: self.rooms.len(),
+        })
+    }
+
+    /// A free slot for `class` without waiting: its own room's, or else one
+    /// borrowed (unless the class has waiters); the refusal uncounted.
+    #[inline]
+    fn take(self, class: usize) -> Result<ClassPermit<'a, C>, PartitionError> {
+        let own = self.room_of(class)?;
+        match own.try_acquire_uncounted() {
+            Ok(()) => Ok(ClassPermit {
+                permit: own.adopt_one(),
+                class,
+                room: class,
+            }),
+            Err(AcquireError::Full) => self.borrow(class, own),
+            Err(e) => Err(PartitionError::Refused(e)),
+        }
+    }
+
+    /// The class's own room is full (or has waiters): a free slot of
+    /// another room, the least important class's first, if nobody of the
+    /// class waits.
+    #[cold]
+    #[inline(never)]
+    fn borrow(self, class: usize, own: &Bulkhead<C>) -> Result<ClassPermit<'a, C>, PartitionError> {
+        if own.waiting() == 0 {
+            for room in (0..self.rooms.len()).rev().filter(|&r| r != class) {
+                let lender = &self.rooms[room];
+                if lender.try_acquire_uncounted().is_ok() {
+                    self.borrowed[class].fetch_add(1, Ordering::Relaxed);
+                    return Ok(ClassPermit {
+                        permit: lender.adopt_one(),
+                        class,
+                        room,
+                    });
+                }
+            }
+        }
+        Err(PartitionError::Refused(AcquireError::Full))
+    }
+}

@@ -1,0 +1,308 @@
+#![cfg(not(loom))]
+//! Deterministic tests of `PartitionedBulkhead`: time on `ManualClock`,
+//! futures polled by hand with counting wakers; the one test on real
+//! threads asserts bounds that hold in every interleaving.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use common::Task;
+use watertight::clock::{ManualClock, StdClock};
+use watertight::partition::{PartitionConfigError, PartitionError, PartitionedBulkhead};
+use watertight::AcquireError;
+
+const MS: Duration = Duration::from_millis(1);
+const CRITICAL: usize = 0;
+const DEFAULT: usize = 1;
+const BATCH: usize = 2;
+
+fn full() -> PartitionError {
+    PartitionError::Refused(AcquireError::Full)
+}
+
+fn three(clock: &ManualClock) -> PartitionedBulkhead<&ManualClock, 3> {
+    PartitionedBulkhead::new(
+        "search",
+        [("critical", 5), ("default", 3), ("batch", 2)],
+        clock,
+    )
+}
+
+#[test]
+fn a_class_bursts_into_every_idle_room_least_important_first() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    let held: Vec<_> = (0..3).map(|_| b.try_acquire(DEFAULT).unwrap()).collect();
+    assert!(held.iter().all(|p| p.room() == DEFAULT));
+    // Its room full, default borrows batch's two slots before critical's.
+    let rooms: Vec<_> = (0..7)
+        .map(|_| b.try_acquire(DEFAULT).unwrap().room())
+        .collect();
+    // Each borrowed slot was dropped at once: the same room lends again.
+    assert_eq!(rooms, vec![BATCH; 7]);
+    let borrowed: Vec<_> = (0..7).map(|_| b.try_acquire(DEFAULT).unwrap()).collect();
+    let rooms: Vec<_> = borrowed.iter().map(|p| p.room()).collect();
+    assert_eq!(
+        rooms,
+        [BATCH, BATCH, CRITICAL, CRITICAL, CRITICAL, CRITICAL, CRITICAL]
+    );
+    assert_eq!(b.in_flight(), 10);
+    assert_eq!(b.try_acquire(DEFAULT).unwrap_err(), full());
+    assert_eq!(b.class_metrics(DEFAULT).unwrap().borrowed, 14);
+}
+
+#[test]
+fn a_class_under_its_share_waits_only_for_a_borrower_and_gets_the_slot_first() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    // Batch takes the whole capacity: 2 of its own, 8 borrowed.
+    let mut batch: Vec<_> = (0..10).map(|_| b.try_acquire(BATCH).unwrap()).collect();
+    // A critical call with no time to wait is refused...
+    assert_eq!(b.try_acquire(CRITICAL).unwrap_err(), full());
+    // ...one with time waits in its room.
+    let mut critical = Task::pending(b.acquire_timeout(CRITICAL, 100 * MS));
+    // Batch's own slot and one borrowed from default free up: neither is
+    // critical's, and a newcomer of batch or default takes them.
+    let own = batch.iter().position(|p| p.room() == BATCH).unwrap();
+    drop(batch.remove(own));
+    let lent = batch.iter().position(|p| p.room() == DEFAULT).unwrap();
+    drop(batch.remove(lent));
+    critical.assert_pending();
+    let default_call = b.try_acquire(DEFAULT).unwrap();
+    assert_eq!(default_call.room(), DEFAULT);
+    let batch_call = b.try_acquire(BATCH).unwrap();
+    assert_eq!(batch_call.room(), BATCH);
+    // A borrower in critical's room finishes: the slot goes to the waiter,
+    // not to a newcomer of another class.
+    let in_critical = batch.iter().position(|p| p.room() == CRITICAL).unwrap();
+    drop(batch.remove(in_critical));
+    assert!(critical.woken());
+    assert_eq!(b.try_acquire(BATCH).unwrap_err(), full());
+    let p = critical.ready().unwrap();
+    assert_eq!(
+        (p.class(), p.room(), p.is_borrowed()),
+        (CRITICAL, CRITICAL, false)
+    );
+    assert!(b.in_flight() <= b.capacity());
+    let m = b.class_metrics(CRITICAL).unwrap();
+    assert_eq!((m.refused_full, m.refused_timed_out), (1, 0));
+}
+
+#[test]
+fn a_waiter_is_refused_only_by_its_deadline() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    let _batch: Vec<_> = (0..10).map(|_| b.try_acquire(BATCH).unwrap()).collect();
+    let mut critical = Task::pending(b.acquire_timeout(CRITICAL, 20 * MS));
+    clock.advance(19 * MS);
+    critical.assert_pending();
+    clock.advance(MS);
+    assert_eq!(
+        critical.ready().unwrap_err(),
+        PartitionError::Refused(AcquireError::TimedOut)
+    );
+    assert_eq!(b.class_metrics(CRITICAL).unwrap().refused_timed_out, 1);
+    assert_eq!(b.room(CRITICAL).unwrap().waiting(), 0);
+}
+
+#[test]
+fn newcomers_of_a_class_with_waiters_queue_behind_them_instead_of_borrowing() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 2)], &clock);
+    let web = b.try_acquire(0).unwrap();
+    let jobs = b.try_acquire(1).unwrap();
+    let jobs2 = b.try_acquire(1).unwrap();
+    let mut first = Task::pending(b.acquire_timeout(0, 100 * MS));
+    // A jobs slot frees: free to borrow, but web has a waiter, so a web
+    // newcomer does not take it ahead of the waiter; it waits behind.
+    drop(jobs);
+    assert_eq!(b.try_acquire(0).unwrap_err(), full());
+    let mut second = Task::pending(b.acquire_timeout(0, 100 * MS));
+    // The waiters are served from web's room, in order.
+    drop(web);
+    let served = first.ready().unwrap();
+    assert_eq!(served.room(), 0);
+    second.assert_pending();
+    // jobs may still use its free slot.
+    assert_eq!(b.try_acquire(1).unwrap().room(), 1);
+    drop(jobs2);
+    second.assert_pending();
+}
+
+#[test]
+fn a_wait_that_finds_a_free_slot_borrows_it_at_once() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    let _web = b.try_acquire(0).unwrap();
+    let mut wait = Task::new(b.acquire_timeout(0, 10 * MS));
+    let p = wait.ready().unwrap();
+    assert_eq!((p.class(), p.room()), (0, 1));
+    assert!(p.is_borrowed());
+}
+
+#[test]
+fn a_dropped_wait_gives_its_place_back() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    let held = (b.try_acquire(1).unwrap(), b.try_acquire(1).unwrap());
+    let first = Task::pending(b.acquire_timeout(0, 100 * MS));
+    let mut second = Task::pending(b.acquire_timeout(0, 100 * MS));
+    drop(first);
+    assert_eq!(b.room(0).unwrap().waiting(), 1);
+    drop(held);
+    let served = second.ready().unwrap();
+    assert_eq!(served.class(), 0);
+    assert_eq!(b.in_flight(), 1);
+    assert_eq!(b.room(0).unwrap().metrics().cancelled_waits, 1);
+}
+
+#[test]
+fn close_fails_waiters_and_newcomers_but_keeps_held_slots() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    let held = (b.try_acquire(1).unwrap(), b.try_acquire(1).unwrap());
+    let mut waiter = Task::pending(b.acquire_timeout(0, 100 * MS));
+    assert!(b.close());
+    assert!(!b.close());
+    let closed = PartitionError::Refused(AcquireError::Closed);
+    assert_eq!(waiter.ready().unwrap_err(), closed);
+    assert_eq!(b.try_acquire(1).unwrap_err(), closed);
+    assert_eq!(b.in_flight(), 2);
+    drop(held);
+    assert_eq!(b.in_flight(), 0);
+}
+
+#[test]
+fn a_bounded_room_refuses_one_waiter_too_many() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock).with_max_waiters(1);
+    let _held = (b.try_acquire(0).unwrap(), b.try_acquire(1).unwrap());
+    let _web = Task::pending(b.acquire_timeout(0, 100 * MS));
+    let mut over = Task::new(b.acquire_timeout(0, 100 * MS));
+    assert_eq!(
+        over.ready().unwrap_err(),
+        PartitionError::Refused(AcquireError::QueueFull)
+    );
+    // The bound is per class: jobs still has its place.
+    let _jobs = Task::pending(b.acquire_timeout(1, 100 * MS));
+    assert_eq!(b.class_metrics(0).unwrap().refused_queue_full, 1);
+    assert_eq!(b.class_metrics(1).unwrap().waiting, 1);
+}
+
+#[test]
+fn bad_classes_and_shares_are_typed_errors() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    assert_eq!(
+        b.try_acquire(3).unwrap_err(),
+        PartitionError::NoSuchClass {
+            class: 3,
+            classes: 3
+        }
+    );
+    let mut wait = Task::new(b.acquire_timeout(usize::MAX, MS));
+    assert_eq!(
+        wait.ready().unwrap_err(),
+        PartitionError::NoSuchClass {
+            class: usize::MAX,
+            classes: 3
+        }
+    );
+    assert_eq!(
+        PartitionedBulkhead::<_, 0>::try_new("none", [], StdClock).unwrap_err(),
+        PartitionConfigError::NoClasses
+    );
+    assert_eq!(
+        PartitionedBulkhead::try_new("db", [("a", 1), ("b", 0)], StdClock).unwrap_err(),
+        PartitionConfigError::ZeroShare { class: "b" }
+    );
+    assert!(matches!(
+        PartitionedBulkhead::try_new("db", [("a", usize::MAX)], StdClock).unwrap_err(),
+        PartitionConfigError::ShareTooLarge { class: "a", .. }
+    ));
+    assert_eq!(
+        PartitionedBulkhead::from_percent("db", 10, [("a", 60), ("b", 60)], StdClock).unwrap_err(),
+        PartitionConfigError::PercentNot100 { sum: 120 }
+    );
+    assert!(matches!(
+        PartitionedBulkhead::from_percent("db", usize::MAX, [("a", 100)], StdClock).unwrap_err(),
+        PartitionConfigError::ShareTooLarge { .. }
+    ));
+    for e in [
+        PartitionConfigError::NoClasses,
+        PartitionConfigError::ZeroShare { class: "b" },
+        PartitionConfigError::PercentNot100 { sum: 120 },
+    ] {
+        assert!(!e.to_string().is_empty());
+    }
+}
+
+#[test]
+fn percentages_round_to_whole_slots_that_add_up_to_the_capacity() {
+    for capacity in 3..200 {
+        let b = PartitionedBulkhead::from_percent(
+            "api",
+            capacity,
+            [("critical", 50), ("default", 30), ("batch", 20)],
+            StdClock,
+        )
+        .unwrap();
+        let shares = [b.share(0), b.share(1), b.share(2)];
+        assert_eq!(shares.iter().sum::<usize>(), capacity, "{shares:?}");
+        for (share, pct) in shares.iter().zip([50, 30, 20]) {
+            // Within one slot of the exact share.
+            let exact = capacity as f64 * pct as f64 / 100.0;
+            assert!(
+                (*share as f64 - exact).abs() < 1.0,
+                "{capacity}: {shares:?}"
+            );
+        }
+    }
+    let b =
+        PartitionedBulkhead::from_percent("api", 10, [("a", 50), ("b", 30), ("c", 20)], StdClock)
+            .unwrap();
+    assert_eq!((b.share(0), b.share(1), b.share(2)), (5, 3, 2));
+    assert_eq!((b.class_name(2), b.class_of("b")), (Some("c"), Some(1)));
+}
+
+/// Real threads, every class hammering: the total never passes the
+/// capacity, and a class never holds more of its own room than its share.
+#[test]
+fn the_bound_holds_across_threads() {
+    static B: PartitionedBulkhead<StdClock, 3> = PartitionedBulkhead::new(
+        "threads",
+        [("critical", 3), ("default", 2), ("batch", 1)],
+        StdClock,
+    );
+    static IN: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+    static ADMITTED: AtomicUsize = AtomicUsize::new(0);
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            thread::spawn(move || {
+                for _ in 0..20_000 {
+                    if let Ok(p) = B.try_acquire(t % 3) {
+                        let now = IN.fetch_add(1, Ordering::SeqCst) + 1;
+                        PEAK.fetch_max(now, Ordering::SeqCst);
+                        ADMITTED.fetch_add(1, Ordering::Relaxed);
+                        std::hint::spin_loop();
+                        IN.fetch_sub(1, Ordering::SeqCst);
+                        drop(p);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(PEAK.load(Ordering::SeqCst) <= 6);
+    assert_eq!(B.in_flight(), 0);
+    let accepted: usize = (0..3)
+        .map(|c| B.class_metrics(c).unwrap().room_accepted)
+        .sum();
+    assert_eq!(accepted, ADMITTED.load(Ordering::Relaxed));
+}
