@@ -2344,3 +2344,141 @@ mod bounded_queue {
         });
     }
 }
+
+/// The partitioned bulkhead's models: its rooms are bulkheads (modelled
+/// above); these check what it adds, borrowing and the hand-back.
+///
+/// - **the total holds**: a loom counter of the slots held never exceeds
+///   the capacity;
+/// - **a class under its share is served by the borrower's release**: a
+///   waiter of class `a` whose room a borrower of class `b` holds always
+///   completes with a slot of its own room (loom reports a deadlock
+///   otherwise), never refused;
+/// - **nothing is lost**: once every thread has joined, every room is free
+///   and nobody waits.
+mod partition {
+    use super::*;
+    use watertight::partition::{PartitionError, PartitionedBulkhead};
+
+    type Clock = std::sync::Arc<ManualClock>;
+
+    struct Parts {
+        pb: PartitionedBulkhead<Clock, 2>,
+        active: AtomicUsize,
+    }
+
+    fn parts() -> Arc<Parts> {
+        Arc::new(Parts {
+            pb: PartitionedBulkhead::try_new(
+                "loom",
+                [("a", 1), ("b", 1)],
+                std::sync::Arc::new(ManualClock::new()),
+            )
+            .unwrap(),
+            active: AtomicUsize::new(0),
+        })
+    }
+
+    impl Parts {
+        fn enter(&self) {
+            let now = self.active.fetch_add(1, SeqCst) + 1;
+            assert!(now <= 2, "{now} slots held, capacity 2");
+        }
+
+        fn leave(&self) {
+            self.active.fetch_sub(1, SeqCst);
+        }
+
+        fn assert_balanced(&self) {
+            assert_eq!(self.active.load(SeqCst), 0);
+            assert_eq!(self.pb.in_flight(), 0);
+            for c in 0..2 {
+                assert_eq!(self.pb.class_metrics(c).unwrap().waiting, 0);
+            }
+        }
+    }
+
+    /// (P1) Class `b` holds its own room and borrows `a`'s, racing class
+    /// `a`'s wait: `a` is served from its own room, by the borrower's
+    /// release if the borrower was first.
+    #[test]
+    fn a_borrower_hands_the_owner_its_slot() {
+        model(|| {
+            let s = parts();
+            let own = s.pb.try_acquire(1).unwrap();
+            s.enter();
+            let borrower = {
+                let s = s.clone();
+                thread::spawn(move || match s.pb.try_acquire(1) {
+                    Ok(p) => {
+                        assert_eq!((p.class(), p.room()), (1, 0));
+                        s.enter();
+                        s.leave();
+                        drop(p);
+                        true
+                    }
+                    Err(e) => {
+                        assert_eq!(e, PartitionError::Refused(AcquireError::Full));
+                        false
+                    }
+                })
+            };
+            let owner = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let p = block_on(s.pb.acquire_until(0, Instant::MAX))
+                        .expect("a class under its share is served");
+                    assert_eq!((p.class(), p.room()), (0, 0));
+                    s.enter();
+                    s.leave();
+                })
+            };
+            let borrowed = borrower.join().unwrap();
+            owner.join().unwrap();
+            s.leave();
+            drop(own);
+            s.assert_balanced();
+            let (a, b) = (
+                s.pb.class_metrics(0).unwrap(),
+                s.pb.class_metrics(1).unwrap(),
+            );
+            assert_eq!(b.borrowed, usize::from(borrowed));
+            assert_eq!(a.refused_full + a.refused_timed_out, 0);
+            assert_eq!(b.refused_full, usize::from(!borrowed));
+            // Room a: the owner, and the borrower if it got in.
+            assert_eq!(a.room_accepted, 1 + usize::from(borrowed));
+        });
+    }
+
+    /// (P2) Two classes race for each other's idle rooms: every call that
+    /// finds a free slot anywhere gets one, and the total holds.
+    #[test]
+    fn two_classes_borrow_at_once() {
+        model(|| {
+            let s = parts();
+            let spawn = |class: usize| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let mut got = 0;
+                    for _ in 0..2 {
+                        if let Ok(p) = s.pb.try_acquire(class) {
+                            s.enter();
+                            got += 1;
+                            std::mem::forget(p);
+                        }
+                    }
+                    got
+                })
+            };
+            let (a, b) = (spawn(0), spawn(1));
+            let got = a.join().unwrap() + b.join().unwrap();
+            // Four tries on two slots, none given back: both slots taken.
+            assert_eq!(got, 2);
+            assert_eq!(s.pb.in_flight(), 2);
+            let refused: usize = (0..2)
+                .map(|c| s.pb.class_metrics(c).unwrap().refused_full)
+                .sum();
+            assert_eq!(refused, 2);
+        });
+    }
+}

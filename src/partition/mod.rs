@@ -534,8 +534,11 @@ impl<C: Copy, const K: usize> PartitionedBulkhead<C, K> {
             self
         }
     }
+}
 
-    /// As [`new`](Self::new), for shares read at run time.
+impl<C: Clone, const K: usize> PartitionedBulkhead<C, K> {
+    /// As [`new`](Self::new), for shares read at run time, and for clocks
+    /// that are `Clone` but not `Copy` (an `Arc<ManualClock>`).
     ///
     /// # Errors
     ///
@@ -561,7 +564,12 @@ impl<C: Copy, const K: usize> PartitionedBulkhead<C, K> {
         clock: C,
     ) -> Result<Self, PartitionConfigError> {
         check_shares(&classes)?;
-        Ok(Self::build(name, classes, clock))
+        Ok(PartitionedBulkhead {
+            name,
+            rooms: core::array::from_fn(|i| Bulkhead::new(name, classes[i].1, clock.clone())),
+            classes: classes.map(|(class, _)| class),
+            borrowed: core::array::from_fn(|_| AtomicUsize::new(0)),
+        })
     }
 
     /// Shares as percentages of `capacity` (adding up to 100), rounded to
