@@ -56,7 +56,7 @@
 //!   classifier, so its success is an accept and its failure (the call
 //!   timeout included) is not: classify application errors as successes
 //!   to follow the book exactly. The tower
-//!   [`ThrottleLayer`](crate::tower::ThrottleLayer) takes a classifier of
+//!   `tower::ThrottleLayer` takes a classifier of
 //!   its own.
 //! - **No lock.** Each bucket is two `usize` words, a tag (the bucket's
 //!   epoch) over a count; whoever first touches a stale word rolls it over
@@ -134,5 +134,5 @@
 //! throttle's counts are time-windowed, so it cannot stay within 1.2× of
 //! one: its floor is a clock read plus two compare-and-swaps. Where the
 //! clock read matters, put the throttle on a cheap clock: an
-//! `AdaptiveThrottle<CoarseClock>` in a [`ThrottleLayer`](crate::tower::ThrottleLayer)
+//! `AdaptiveThrottle<CoarseClock>` in a `tower::ThrottleLayer`
 //! in front of the policy (its buckets are seconds wide).
