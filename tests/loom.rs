@@ -2450,6 +2450,60 @@ mod partition {
         });
     }
 
+    /// (P3) A waiter of class `a` (its room held) while two releases race
+    /// it: a slot of `b`'s room, which nobody of `b` waits for (so `a`'s
+    /// first waiter is woken to borrow it), and `a`'s own slot (handed to
+    /// the waiter). Whatever the order, the waiter ends with exactly one
+    /// slot, the total holds, and once everyone is done every slot is free:
+    /// the borrow and the hand-off never both land, nor neither.
+    #[test]
+    fn a_borrow_racing_a_hand_off_takes_one_slot() {
+        model(|| {
+            // A static (loom's, made anew for each execution) so that
+            // permits can move to the releasing threads.
+            loom::lazy_static! {
+                static ref P3: Parts = Parts {
+                    pb: PartitionedBulkhead::try_new(
+                        "loom",
+                        [("a", 1), ("b", 1)],
+                        std::sync::Arc::new(ManualClock::new()),
+                    )
+                    .unwrap(),
+                    active: AtomicUsize::new(0),
+                };
+            }
+            let s: &'static Parts = &P3;
+            let a_slot = s.pb.try_acquire(0).unwrap();
+            let b_slot = s.pb.try_acquire(1).unwrap();
+            s.enter();
+            s.enter();
+            let waiter = thread::spawn(move || {
+                let p = block_on(s.pb.acquire_until(0, Instant::MAX))
+                    .expect("a class under its share is served");
+                s.enter();
+                let room = p.room();
+                s.leave();
+                drop(p);
+                room
+            });
+            let release = |p| {
+                thread::spawn(move || {
+                    s.leave();
+                    drop(p);
+                })
+            };
+            let (r1, r2) = (release(b_slot), release(a_slot));
+            r1.join().unwrap();
+            r2.join().unwrap();
+            let room = waiter.join().unwrap();
+            assert!(room <= 1);
+            s.assert_balanced();
+            let a = s.pb.class_metrics(0).unwrap();
+            assert_eq!(a.borrowed, usize::from(room == 1));
+            assert_eq!(a.refused_full + a.refused_timed_out, 0);
+        });
+    }
+
     /// (P2) Two classes race for each other's idle rooms: every call that
     /// finds a free slot anywhere gets one, and the total holds.
     #[test]

@@ -55,7 +55,7 @@ fn a_class_bursts_into_every_idle_room_least_important_first() {
 }
 
 #[test]
-fn a_class_under_its_share_waits_only_for_a_borrower_and_gets_the_slot_first() {
+fn a_class_under_its_share_gets_its_room_back_from_the_first_borrower_to_leave() {
     let clock = ManualClock::new();
     let b = three(&clock);
     // Batch takes the whole capacity: 2 of its own, 8 borrowed.
@@ -64,31 +64,48 @@ fn a_class_under_its_share_waits_only_for_a_borrower_and_gets_the_slot_first() {
     assert_eq!(b.try_acquire(CRITICAL).unwrap_err(), full());
     // ...one with time waits in its room.
     let mut critical = Task::pending(b.acquire_timeout(CRITICAL, 100 * MS));
-    // Batch's own slot and one borrowed from default free up: neither is
-    // critical's, and a newcomer of batch or default takes them.
-    let own = batch.iter().position(|p| p.room() == BATCH).unwrap();
-    drop(batch.remove(own));
-    let lent = batch.iter().position(|p| p.room() == DEFAULT).unwrap();
-    drop(batch.remove(lent));
-    critical.assert_pending();
-    let default_call = b.try_acquire(DEFAULT).unwrap();
-    assert_eq!(default_call.room(), DEFAULT);
-    let batch_call = b.try_acquire(BATCH).unwrap();
-    assert_eq!(batch_call.room(), BATCH);
-    // A borrower in critical's room finishes: the slot goes to the waiter,
-    // not to a newcomer of another class.
+    // A borrower in critical's room finishes: the slot is handed to the
+    // waiter at once, so no newcomer of another class can take it.
     let in_critical = batch.iter().position(|p| p.room() == CRITICAL).unwrap();
     drop(batch.remove(in_critical));
     assert!(critical.woken());
     assert_eq!(b.try_acquire(BATCH).unwrap_err(), full());
+    assert_eq!(b.try_acquire(DEFAULT).unwrap_err(), full());
     let p = critical.ready().unwrap();
     assert_eq!(
         (p.class(), p.room(), p.is_borrowed()),
         (CRITICAL, CRITICAL, false)
     );
-    assert!(b.in_flight() <= b.capacity());
+    assert_eq!(b.in_flight(), b.capacity());
     let m = b.class_metrics(CRITICAL).unwrap();
-    assert_eq!((m.refused_full, m.refused_timed_out), (1, 0));
+    assert_eq!((m.refused_full, m.refused_timed_out, m.borrowed), (1, 0, 0));
+}
+
+#[test]
+fn a_waiter_borrows_a_slot_freed_in_another_room_that_nobody_there_wants() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    let mut batch: Vec<_> = (0..10).map(|_| b.try_acquire(BATCH).unwrap()).collect();
+    let mut critical = Task::pending(b.acquire_timeout(CRITICAL, 100 * MS));
+    let mut default = Task::pending(b.acquire_timeout(DEFAULT, 100 * MS));
+    // Batch's own slot frees; nobody of batch waits: the first waiter of
+    // the most important waiting class is woken to borrow it.
+    let own = batch.iter().position(|p| p.room() == BATCH).unwrap();
+    drop(batch.remove(own));
+    assert!(critical.woken());
+    assert!(!default.woken());
+    let p = critical.ready().unwrap();
+    assert_eq!(
+        (p.class(), p.room(), p.is_borrowed()),
+        (CRITICAL, BATCH, true)
+    );
+    assert_eq!(b.room(CRITICAL).unwrap().waiting(), 0);
+    // Next, a borrower leaves default's room: handed to default's waiter.
+    let in_default = batch.iter().position(|p| p.room() == DEFAULT).unwrap();
+    drop(batch.remove(in_default));
+    let q = default.ready().unwrap();
+    assert_eq!((q.class(), q.room()), (DEFAULT, DEFAULT));
+    assert_eq!(b.class_metrics(CRITICAL).unwrap().borrowed, 1);
 }
 
 #[test]
@@ -116,20 +133,41 @@ fn newcomers_of_a_class_with_waiters_queue_behind_them_instead_of_borrowing() {
     let jobs = b.try_acquire(1).unwrap();
     let jobs2 = b.try_acquire(1).unwrap();
     let mut first = Task::pending(b.acquire_timeout(0, 100 * MS));
-    // A jobs slot frees: free to borrow, but web has a waiter, so a web
-    // newcomer does not take it ahead of the waiter; it waits behind.
+    // A jobs slot frees: web's first waiter is woken to borrow it; a web
+    // newcomer, coming before that waiter runs, does not take it ahead of
+    // the waiter: it queues behind.
     drop(jobs);
+    assert!(first.woken());
     assert_eq!(b.try_acquire(0).unwrap_err(), full());
     let mut second = Task::pending(b.acquire_timeout(0, 100 * MS));
-    // The waiters are served from web's room, in order.
-    drop(web);
+    // The waiters are served in order: the first borrows the jobs slot.
     let served = first.ready().unwrap();
-    assert_eq!(served.room(), 0);
+    assert_eq!((served.room(), served.is_borrowed()), (1, true));
     second.assert_pending();
-    // jobs may still use its free slot.
-    assert_eq!(b.try_acquire(1).unwrap().room(), 1);
+    // web's own slot frees: handed to the second.
+    drop(web);
+    assert_eq!(second.ready().unwrap().room(), 0);
     drop(jobs2);
-    second.assert_pending();
+}
+
+#[test]
+fn a_wake_up_the_first_waiter_did_not_use_passes_on() {
+    let clock = ManualClock::new();
+    let b = PartitionedBulkhead::new("db", [("web", 1), ("jobs", 1)], &clock);
+    let web = b.try_acquire(0).unwrap();
+    let jobs = b.try_acquire(1).unwrap();
+    let mut first = Task::pending(b.acquire_timeout(0, 100 * MS));
+    let mut second = Task::pending(b.acquire_timeout(0, 100 * MS));
+    // jobs' slot frees (the first is woken to borrow it), then web's own
+    // slot is handed to the first before it runs: the first takes its own
+    // room's slot, and the jobs slot it was woken for passes on.
+    drop(jobs);
+    drop(web);
+    let p = first.ready().unwrap();
+    assert_eq!(p.room(), 0);
+    assert!(second.woken());
+    let q = second.ready().unwrap();
+    assert_eq!((q.room(), q.is_borrowed()), (1, true));
 }
 
 #[test]

@@ -10,8 +10,12 @@
 //! free slot of another room, the last class's first; else it waits in its
 //! room's FIFO queue until its deadline (or is refused at once with no
 //! time). A release hands the slot to the first waiter of the room it
-//! belongs to. Every woken waiter is polled after each step (an executor
-//! that runs woken tasks at once), so hand-offs are exact.
+//! belongs to, exactly; with nobody waiting there, the slot is free, and
+//! the first waiter of some class borrows it (the release wakes the most
+//! important class's first waiter; a first waiter of another class polled
+//! before it may take it): the reference checks that the borrower was first
+//! of its class and the slot free. Every woken waiter is polled after each
+//! step (an executor that runs woken tasks at once).
 //!
 //! On top of agreement, after every step:
 //!
@@ -19,7 +23,8 @@
 //! 2. **the rule**: a class refused (no slot and no time to wait, or its
 //!    wait ran out) while it had fewer than its share in flight found its
 //!    room full, so its room held a borrower;
-//! 3. teardown gives every slot back.
+//! 3. nobody waits while a slot is free anywhere (once woken waiters ran);
+//! 4. teardown gives every slot back.
 
 mod common;
 
@@ -152,20 +157,32 @@ impl Model {
         Ok(None)
     }
 
-    /// Gives back the slot at `i`; the id of the waiter it was handed to.
+    /// Gives back the slot at `i`: handed to the first waiter of its room
+    /// (its id), or left free.
     fn release(&mut self, i: usize) -> Option<usize> {
         let (_, room) = self.held.remove(i);
-        match self.queues[room].pop_front() {
-            Some((id, _)) => {
-                self.held.push((room, room));
-                self.counters[room].accepted += 1;
-                Some(id)
-            }
-            None => {
-                self.occupied[room] -= 1;
-                None
-            }
+        if let Some((id, _)) = self.queues[room].pop_front() {
+            self.held.push((room, room));
+            self.counters[room].accepted += 1;
+            return Some(id);
         }
+        self.occupied[room] -= 1;
+        None
+    }
+
+    /// The first waiter of `class` (`id`) borrows a free slot of `room`:
+    /// whether the reference allows it.
+    fn borrow_for_waiter(&mut self, id: usize, class: usize, room: usize) -> bool {
+        let first = self.queues[class].front().map(|&(w, _)| w) == Some(id);
+        if !first || room == class || self.occupied[room] >= SHARES[room] {
+            return false;
+        }
+        self.queues[class].pop_front();
+        self.occupied[room] += 1;
+        self.held.push((class, room));
+        self.counters[room].accepted += 1;
+        self.counters[class].borrowed += 1;
+        true
     }
 
     fn cancel(&mut self, id: usize) {
@@ -201,6 +218,8 @@ struct Pending<'a> {
     class: usize,
     fut: Wait<'a>,
     probe: Probe,
+    /// Wakes seen when it was last polled: polled again only when woken.
+    seen: usize,
 }
 
 /// The rule, checked at a refusal of `class`.
@@ -266,12 +285,16 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                         prop_assert_eq!(p.class(), class, "{}", at);
                         held.push(p);
                     }
-                    (Poll::Pending, Ok(None)) => pending.push(Pending {
-                        id,
-                        class,
-                        fut,
-                        probe,
-                    }),
+                    (Poll::Pending, Ok(None)) => {
+                        let seen = probe.wakes();
+                        pending.push(Pending {
+                            id,
+                            class,
+                            fut,
+                            probe,
+                            seen,
+                        })
+                    }
                     (Poll::Ready(Err(e)), Err(w)) => {
                         prop_assert_eq!(unrefused(e), w, "{}", at);
                         rule(&m, class, &at)?;
@@ -309,39 +332,39 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         // ones complete, in the model's terms.
         let mut k = 0;
         while k < pending.len() {
-            if !pending[k].probe.woken() {
+            if pending[k].probe.wakes() == pending[k].seen {
                 k += 1;
                 continue;
             }
             let p = &mut pending[k];
+            p.seen = p.probe.wakes();
             match p.probe.poll(p.fut.as_mut()) {
                 Poll::Pending => k += 1,
                 Poll::Ready(out) => {
                     let p = pending.remove(k);
                     match out {
                         Ok(permit) => {
-                            prop_assert!(
-                                served.contains(&p.id),
-                                "{}: waiter {} served unexpectedly",
-                                at,
-                                p.id
-                            );
-                            prop_assert_eq!(
-                                (permit.class(), permit.room()),
-                                (p.class, p.class),
-                                "{}",
-                                at
-                            );
-                            // The model put the handed slot at the end of its list.
-                            let pos = m
-                                .held
-                                .iter()
-                                .rposition(|&(c, r)| c == p.class && r == p.class)
-                                .unwrap();
-                            let slot = m.held.remove(pos);
-                            m.held.push(slot);
+                            prop_assert_eq!(permit.class(), p.class, "{}", at);
+                            if served.contains(&p.id) {
+                                // Handed its own room's slot by a release.
+                                prop_assert_eq!(permit.room(), p.class, "{}", at);
+                                served.retain(|&s| s != p.id);
+                            } else {
+                                // First of its class, it borrowed a slot
+                                // another room freed with nobody waiting
+                                // there (a release nudges the most
+                                // important class's first waiter; another
+                                // class's, polled first, may take it).
+                                prop_assert!(
+                                    m.borrow_for_waiter(p.id, p.class, permit.room()),
+                                    "{}: waiter {} of class {} borrowed room {} unexpectedly",
+                                    at,
+                                    p.id,
+                                    p.class,
+                                    permit.room()
+                                );
+                            }
                             held.push(permit);
-                            served.retain(|&s| s != p.id);
                         }
                         Err(e) => {
                             prop_assert_eq!(
@@ -382,6 +405,14 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             prop_assert_eq!((real.class(), real.room()), *want, "{}", at);
         }
         let in_flight: usize = m.occupied.iter().sum();
+        if m.queues.iter().any(|q| !q.is_empty()) {
+            prop_assert_eq!(
+                in_flight,
+                b.capacity(),
+                "{}: a waiter next to a free slot",
+                at
+            );
+        }
         prop_assert_eq!(b.in_flight(), in_flight, "{}", at);
         prop_assert!(in_flight <= b.capacity(), "{}", at);
         for c in 0..K {
@@ -441,15 +472,15 @@ proptest! {
 }
 
 /// The scenario the rule is about, as a fixed sequence: batch fills every
-/// room, a critical waiter is served by the first borrower to leave its room.
+/// room, a critical waiter is served by the first slot freed anywhere.
 #[test]
 fn the_rule_as_a_fixed_sequence() {
     let mut ops: Vec<Op> = (0..6).map(|_| Op::Try(2)).collect();
     ops.push(Op::Wait(0, 20));
-    ops.push(Op::Release(0)); // batch's own slot: not critical's
-    ops.push(Op::Release(0)); // the first borrowed (from b's room)
-    ops.push(Op::Release(0)); // the second borrowed from b's room
-    ops.push(Op::Release(0)); // from a's room: handed to the waiter
+    ops.push(Op::Try(1)); // refused: every room full
+    ops.push(Op::Release(0)); // batch's own slot: borrowed by the waiter
+    ops.push(Op::Release(0)); // from b's room: free for b
+    ops.push(Op::Try(1));
     ops.push(Op::Advance(25));
     run(&ops).unwrap();
 }

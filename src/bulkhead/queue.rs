@@ -588,6 +588,54 @@ impl<C> Bulkhead<C> {
         left
     }
 
+    /// For a wait that looks elsewhere for its slot (the partitioned
+    /// bulkhead's borrowing): under the lock, if `node` is still queued and
+    /// first in line, runs `take`; if that found a slot, unlinks `node`
+    /// (counted nowhere: the caller counts what it got) and returns `true`.
+    /// A node handed its permits or refused meanwhile, or not first, stays
+    /// as it is and gets `false`. `take` must not take this bulkhead's lock.
+    pub(crate) fn leave_first_if(&self, node: Pin<&Node>, take: impl FnOnce() -> bool) -> bool {
+        if node.state.load(Ordering::Acquire) != QUEUED {
+            return false;
+        }
+        let mut waker = None;
+        let left = {
+            let mut list = self.hot.queue.lock();
+            let ptr = NonNull::from(node.get_ref());
+            if node.state.load(Ordering::Acquire) == QUEUED && list.head == Some(ptr) && take() {
+                // SAFETY: still queued, so in `list`.
+                unsafe { self.unlink(&mut list, ptr) };
+                waker = node.take_waker();
+                node.state.store(IDLE, Ordering::Relaxed);
+                // As in `leave_queue`: nobody behind it gains from its going.
+                true
+            } else {
+                false
+            }
+        };
+        drop(waker);
+        left
+    }
+
+    /// Wakes the first waiter without handing it anything, so that it looks
+    /// elsewhere for a slot (the partitioned bulkhead: another room freed
+    /// one that nobody there waits for). Its waker is cloned under the lock
+    /// and woken after it is released.
+    #[cold]
+    pub(crate) fn nudge_first(&self) {
+        self.locked(|list, wakers| {
+            if let Some(ptr) = list.head {
+                // SAFETY: linked, so valid while we hold the lock; its waker
+                // is reached only under the lock.
+                let waker = unsafe { ptr.as_ref() }
+                    .waker
+                    .with(|w| unsafe { (*w).clone() });
+                wakers.push(waker);
+            }
+            Step::Done
+        });
+    }
+
     fn left(node: &Node, state: u8) -> Left {
         match node.outcome(state) {
             Some(Ok(())) => Left::Granted,

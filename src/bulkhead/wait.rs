@@ -88,6 +88,21 @@ impl Waiter {
         }
     }
 
+    /// See [`Bulkhead::leave_first_if`]: a queued wait, first in line,
+    /// leaves the queue if `take` found its slot elsewhere; it is then done.
+    pub(crate) fn leave_first_if<C>(
+        self: Pin<&mut Self>,
+        bh: &Bulkhead<C>,
+        take: impl FnOnce() -> bool,
+    ) -> bool {
+        let this = self.project();
+        if *this.phase != Phase::Queued || !bh.leave_first_if(this.node.as_ref(), take) {
+            return false;
+        }
+        *this.phase = Phase::Done;
+        true
+    }
+
     /// Stops a queued wait because its deadline passed — unless its permits
     /// were handed to it first, which it then keeps.
     fn time_out<C>(self: Pin<&mut Self>, bh: &Bulkhead<C>) -> Poll<Result<(), AcquireError>> {
@@ -499,6 +514,20 @@ pin_project! {
             let this = this.project();
             this.waiter.cancel(this.bulkhead);
         }
+    }
+}
+
+impl<C: Timer> AcquireUntil<'_, C> {
+    /// For the partitioned bulkhead: a queued wait, first in line, that
+    /// `take` found a slot for elsewhere leaves the queue (its timer too)
+    /// and returns `true`; the future is then done, and must not be polled.
+    pub(crate) fn leave_first_if(self: Pin<&mut Self>, take: impl FnOnce() -> bool) -> bool {
+        let mut this = self.project();
+        let left = this.waiter.as_mut().leave_first_if(this.bulkhead, take);
+        if left {
+            this.sleep.set(None);
+        }
+        left
     }
 }
 
