@@ -8,8 +8,10 @@ the count of `none` (the same loop calling an empty function), over the
 calls, is its instructions per call: the same every run, whatever else the
 machine is doing, where the forms' criterion times (2-5 ns) move by a tenth
 from run to run here. Prints two Markdown tables: the forms with their
-ratio to the fewest, and slow-call timing on `CoarseClock` against the
-untimed call; with `--write`, puts them into the guide's benchmarks page
+ratio to the fewest, and slow-call timing on `CoarseClock`, the time
+window (on `StdClock` and on `CoarseClock`) and the consecutive-failures
+breaker against the count window's untimed call; with `--write`, puts
+them into the guide's benchmarks page
 (`src/guide/benchmarks.rs`, between the `breaker-instructions` markers)
 instead, as `bench_table.py --write` does its tables.
 
@@ -28,8 +30,12 @@ from pathlib import Path
 from bench_table import FORM_ORDER, FORM_TITLE, GUIDE, splice
 
 REFERENCE = "ref-poll-ready"
+# The second table: each closed call against the count window's untimed one.
 TIMING = [("untimed", "closed call, slow-call timing off (`StdClock`)"),
-          ("coarse", "the same, `slow_call_duration(1 s)` on `CoarseClock`")]
+          ("coarse", "the same, `slow_call_duration(1 s)` on `CoarseClock`"),
+          ("time", "time window (60 s, 10 buckets) on `StdClock`"),
+          ("time-coarse", "the same time window on `CoarseClock`"),
+          ("consecutive", "consecutive failures (5)")]
 
 
 def bench_binary(root: Path) -> str:

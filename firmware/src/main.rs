@@ -17,7 +17,11 @@
 //!   for a cell (`acquire_timeout`) with `wait`, to measure what the limiter
 //!   adds to either; with `single-core-atomics` its 64-bit word is changed
 //!   with interrupts disabled (portable-atomic's `unsafe-assume-single-core`)
-//!   instead of through portable-atomic's fallback lock table.
+//!   instead of through portable-atomic's fallback lock table;
+//! - `time-window`, `consecutive` (with `no-deadline`): the breaker on a
+//!   sliding time window (10 s in ten buckets, a `TimeBreaker`) or on 5
+//!   failures in a row instead of the last 64 calls, to measure what each
+//!   window costs against the count window.
 //!
 //! It is built and linked (not run) by `build.sh`, which prints its sizes;
 //! `src/bin/scenario.rs` is the firmware that runs, in QEMU.
@@ -31,6 +35,8 @@ compile_error!("`heap` and `unguarded` are separate builds: pick one");
 compile_error!("`no-deadline` and `unguarded` are separate builds: pick one");
 #[cfg(all(feature = "rate", feature = "unguarded"))]
 compile_error!("`rate` and `unguarded` are separate builds: pick one");
+#[cfg(all(feature = "time-window", feature = "consecutive"))]
+compile_error!("`time-window` and `consecutive` are separate builds: pick one");
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
@@ -84,12 +90,17 @@ mod guarded {
     use core::sync::atomic::Ordering::Relaxed;
     use core::time::Duration;
 
+    use watertight::breaker::BreakerConfigBuilder;
+    #[cfg(feature = "time-window")]
+    use watertight::breaker::TimeBreaker;
     use watertight::clock::EmbassyClock;
     #[cfg(not(feature = "no-deadline"))]
     use watertight::deadline::timeout;
     #[cfg(feature = "rate")]
     use watertight::rate::{Quota, RateLimiter};
-    use watertight::{BreakerConfig, Bulkhead, CallError, CircuitBreaker};
+    #[cfg(not(feature = "time-window"))]
+    use watertight::CircuitBreaker;
+    use watertight::{BreakerConfig, Bulkhead, CallError};
 
     use super::{count, upstream_call, UpstreamError, REJECTED};
 
@@ -97,8 +108,17 @@ mod guarded {
     pub static UPSTREAM_BULKHEAD: Bulkhead<EmbassyClock> =
         Bulkhead::new("upstream", 2, EmbassyClock::new());
 
-    const BREAKER_CONFIG: BreakerConfig = match BreakerConfig::builder()
-        .window_size(64)
+    /// The breaker's window: the last 64 calls, or (`time-window`) the
+    /// last 10 s in ten buckets, or (`consecutive`) 5 failures in a row.
+    #[cfg(not(any(feature = "time-window", feature = "consecutive")))]
+    const WINDOW: BreakerConfigBuilder = BreakerConfig::builder().window_size(64);
+    #[cfg(feature = "time-window")]
+    const WINDOW: BreakerConfigBuilder =
+        BreakerConfig::builder().time_window(Duration::from_secs(10), 10);
+    #[cfg(feature = "consecutive")]
+    const WINDOW: BreakerConfigBuilder = BreakerConfig::builder().consecutive_failures(5);
+
+    const BREAKER_CONFIG: BreakerConfig = match WINDOW
         .minimum_calls(8)
         .failure_rate_threshold(50.0)
         .slow_call_duration(Duration::from_millis(20))
@@ -117,8 +137,16 @@ mod guarded {
         EmbassyClock::new(),
     );
 
-    /// Opens when half the last 64 calls failed.
+    /// Opens when half the last 64 calls failed (or half the last 10 s's,
+    /// or on 5 failures in a row).
+    #[cfg(not(any(feature = "time-window", feature = "consecutive")))]
     pub static UPSTREAM_BREAKER: CircuitBreaker<EmbassyClock, 64> =
+        CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+    #[cfg(feature = "time-window")]
+    pub static UPSTREAM_BREAKER: TimeBreaker<EmbassyClock, 10> =
+        TimeBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
+    #[cfg(feature = "consecutive")]
+    pub static UPSTREAM_BREAKER: CircuitBreaker<EmbassyClock, 1> =
         CircuitBreaker::new("upstream", BREAKER_CONFIG, EmbassyClock::new());
 
     /// The upstream call under a 20 ms deadline.
