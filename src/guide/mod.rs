@@ -11,6 +11,7 @@
 //! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its nine acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
+//! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
 //! | [`rate`] | rate limits: GCRA in one word, waits without a queue, keyed limits in a fixed table, memory per key |
 //! | [`throttle`] | client-side adaptive throttling (the SRE book's): counted at admission, what is an accept, in a policy and in tower, what it costs |
@@ -30,6 +31,7 @@ pub mod breaker;
 pub mod features;
 pub mod firmware;
 pub mod global;
+pub mod overload;
 pub mod policy;
 pub mod rate;
 pub mod testing;
