@@ -61,7 +61,9 @@ EXPECTED=(
     '^ok   rate: a 50 ms wait for a cell 100 ms away refused at once \(after 0 ms\): rate limited: retry after 100ms$'
     '^ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell.s instant \(after [0-9]+ ms, deadline 150 ms\)$'
     '^ok   rate: 5 admitted \(1 after a wait\), 4 refused, 0 cancelled, 0 waiting$'
-    '^scenario: 22 checks passed, 0 failed, [0-9]+ ms of embassy time$'
+    '^ok   partition: bulk took 3 of 3 slots \(1 borrowed from alarms\), the 4th refused: bulkhead full$'
+    '^ok   partition: an alarm waited in its lent-out room and was served when the borrower left \(after [0-9]+ ms, room alarms\), bulk still refused$'
+    '^scenario: 24 checks passed, 0 failed, [0-9]+ ms of embassy time$'
 )
 
 command -v "$QEMU" >/dev/null || {

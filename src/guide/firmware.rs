@@ -101,8 +101,8 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 43 768 B flash, 2 944 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 47 840 B flash, 776 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 48 812 B flash, 3 120 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 52 288 B flash, 944 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a
@@ -125,6 +125,11 @@
 //! instead of sleeping only to fail; and a wait of 150 ms reserves the cell
 //! (1 waiting, 5 ms in) and is served at the cell's instant, before its
 //! deadline; the counters then read 5 admitted (1 after a wait), 4 refused.
+//! Last, a `static` partitioned bulkhead for the uplink (alarms promised 1
+//! slot, bulk uploads 2): a bulk burst takes all 3 (borrowing the alarms'
+//! idle slot) and the 4th is refused; an alarm then waits in its lent-out
+//! room and is served when the borrower leaves, 5 ms in, while bulk is
+//! still refused.
 //! On the Cortex-M0 the limiter's 64-bit word goes through
 //! portable-atomic's critical section, as the bulkhead's atomics do. Each check
 //! prints a line over semihosting (`ok` or `FAIL`, with what it saw), and QEMU
@@ -151,7 +156,7 @@
 //! speed: embassy's executor idles with `WFE`, on which QEMU does not sleep, so
 //! the idle loop runs through the waits (a 3 s open wait took 16 s on the
 //! Cortex-M4F at N = 3 and 2 s on the Cortex-M0 at N = 6, with the machine
-//! loaded; the scenario's 641 ms take about three seconds on the Cortex-M4F).
+//! loaded; the scenario's 647 ms take about two to three seconds on the Cortex-M4F).
 //!
 //! Output of both runs (the same on every run):
 //!
@@ -179,7 +184,9 @@
 //! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
 //! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
 //! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
-//! scenario: 22 checks passed, 0 failed, 641 ms of embassy time
+//! ok   partition: bulk took 3 of 3 slots (1 borrowed from alarms), the 4th refused: bulkhead full
+//! ok   partition: an alarm waited in its lent-out room and was served when the borrower left (after 5 ms, room alarms), bulk still refused
+//! scenario: 24 checks passed, 0 failed, 646 ms of embassy time
 //! ```
 //!
 //! ```text
@@ -206,7 +213,9 @@
 //! ok   rate: a 50 ms wait for a cell 100 ms away refused at once (after 0 ms): rate limited: retry after 100ms
 //! ok   rate: a 150 ms wait, 1 waiting 5 ms in, served at the cell's instant (after 100 ms, deadline 150 ms)
 //! ok   rate: 5 admitted (1 after a wait), 4 refused, 0 cancelled, 0 waiting
-//! scenario: 22 checks passed, 0 failed, 641 ms of embassy time
+//! ok   partition: bulk took 3 of 3 slots (1 borrowed from alarms), the 4th refused: bulkhead full
+//! ok   partition: an alarm waited in its lent-out room and was served when the borrower left (after 5 ms, room alarms), bulk still refused
+//! scenario: 24 checks passed, 0 failed, 647 ms of embassy time
 //! ```
 //!
 //! Wall time on this 2-core machine with other builds beside it (load

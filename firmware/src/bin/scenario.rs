@@ -13,7 +13,9 @@
 //! at once and serves a timed wait at its cell's instant (no allocator
 //! either: the wait is a reservation held in the future, and on the
 //! Cortex-M0 the limiter's 64-bit word goes through portable-atomic's
-//! critical-section fallback). Each check prints one line over
+//! critical-section fallback); and a `static` partitioned bulkhead lends
+//! a class's idle slot to a burst of another class and gives it back to
+//! the owner's waiter first. Each check prints one line over
 //! semihosting (`ok` or `FAIL`, and what it saw); QEMU exits with status 0
 //! when every check passed, and 1 when one failed or on a panic. The checks
 //! assert counts, states and order; times only as bounds a correct run
@@ -34,6 +36,7 @@ use embassy_time::{Instant, Timer};
 use watertight::breaker::{State, TimeBreaker};
 use watertight::clock::{Clock as _, EmbassyClock, Timer as _};
 use watertight::deadline::timeout;
+use watertight::partition::{PartitionError, PartitionedBulkhead};
 use watertight::rate::{NotYet, Quota, RateError, RateLimiter};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 
@@ -110,6 +113,13 @@ static TIME_BREAKER: TimeBreaker<EmbassyClock, 4> =
 const RATE: Quota = Quota::per_second(10).burst(3);
 const INTERVAL: Duration = Duration::from_millis(100);
 static UPLINK: RateLimiter<EmbassyClock> = RateLimiter::new("uplink", RATE, EmbassyClock::new());
+
+/// A gateway's uplink: alarms are promised 1 slot, bulk uploads 2; either
+/// may borrow what the other leaves idle.
+const ALARMS: usize = 0;
+const BULK: usize = 1;
+static UPLINK_SLOTS: PartitionedBulkhead<EmbassyClock, 2> =
+    PartitionedBulkhead::new("uplink", [("alarms", 1), ("bulk", 2)], EmbassyClock::new());
 
 /// The upstream's error.
 #[derive(Debug)]
@@ -509,6 +519,66 @@ async fn rate(c: &mut Checks) {
     );
 }
 
+/// A bulk burst borrows the alarms' idle slot; an alarm then waits in its
+/// room and is served by the borrower's release, ahead of bulk.
+async fn partition(c: &mut Checks) {
+    let mut bulk = [None, None, None];
+    for slot in &mut bulk {
+        *slot = UPLINK_SLOTS.try_acquire(BULK).ok();
+    }
+    let borrowed = bulk.iter().flatten().filter(|p| p.is_borrowed()).count();
+    let fourth = UPLINK_SLOTS.try_acquire(BULK).map(|_| ());
+    c.check(
+        bulk.iter().all(Option::is_some)
+            && borrowed == 1
+            && fourth == Err(PartitionError::Refused(AcquireError::Full)),
+        format_args!(
+            "partition: bulk took 3 of 3 slots ({borrowed} borrowed from alarms), the 4th refused: {}",
+            Parted(&fourth)
+        ),
+    );
+    let lent = bulk
+        .iter()
+        .position(|p| p.as_ref().is_some_and(|p| p.is_borrowed()))
+        .unwrap_or(0);
+    let start = Instant::now();
+    let (alarm, ()) = join(
+        UPLINK_SLOTS.acquire_timeout(ALARMS, Duration::from_millis(50)),
+        async {
+            Timer::after_millis(5).await;
+            bulk[lent] = None;
+        },
+    )
+    .await;
+    let waited = ms_since(start);
+    let bulk_after = UPLINK_SLOTS.try_acquire(BULK).map(|_| ());
+    c.check(
+        alarm.as_ref().is_ok_and(|p| p.room() == ALARMS)
+            && (5..50).contains(&waited)
+            && bulk_after.is_err(),
+        format_args!(
+            "partition: an alarm waited in its lent-out room and was served when the borrower left (after {waited} ms, room {}), bulk still refused",
+            alarm
+                .as_ref()
+                .ok()
+                .and_then(|p| UPLINK_SLOTS.class_name(p.room()))
+                .unwrap_or("none")
+        ),
+    );
+}
+
+/// A partition refusal as a line shows it.
+struct Parted<'a>(&'a Result<(), PartitionError>);
+
+impl fmt::Display for Parted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Ok(()) => f.write_str("granted"),
+            Err(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
     let core = cortex_m::Peripherals::take().unwrap();
@@ -520,6 +590,7 @@ async fn main(_spawner: Spawner) {
     time_breaker(&mut checks).await;
     deadline(&mut checks).await;
     rate(&mut checks).await;
+    partition(&mut checks).await;
     hprintln!(
         "scenario: {} checks passed, {} failed, {} ms of embassy time",
         checks.passed,
