@@ -34,6 +34,11 @@
 //! | `bulkhead_accepted_total` | counter | `system` | slots granted |
 //! | `bulkhead_queued_total` | counter | `system` | acquires that found no slot free and queued |
 //! | `bulkhead_rejected_total` | counter | `system`, `reason` | refusals: `reason` is `full`, `timed_out`, `closed` or `queue_full` |
+//! | `bulkhead_class_active_calls` | gauge | `system`, `class` | slots of the class's room held now, its own calls and borrowers' ([`PartitionExporter`], for a [`PartitionedBulkhead`]) |
+//! | `bulkhead_class_capacity` | gauge | `system`, `class` | the class's guaranteed share, its room's capacity |
+//! | `bulkhead_class_waiting_calls` | gauge | `system`, `class` | calls of the class waiting in its room now |
+//! | `bulkhead_class_borrowed_total` | counter | `system`, `class` | calls of the class admitted into another class's room |
+//! | `bulkhead_class_rejected_total` | counter | `system`, `class`, `reason` | refusals of the class's calls: `reason` is `full`, `timed_out`, `closed` or `queue_full` |
 //! | `circuit_breaker_state` | gauge | `system` | 0 closed, 1 open, 2 half_open, 3 forced_open, 4 disabled ([`state_code`]) |
 //! | `circuit_breaker_calls` | gauge | `system`, `outcome` | outcomes in the window now: `outcome` is `success` or `failure` |
 //! | `circuit_breaker_slow_calls` | gauge | `system` | slow calls in the window now (successes or failures) |
@@ -106,6 +111,7 @@ use crate::breaker::{
 use crate::bulkhead::{Bulkhead, BulkheadMetrics};
 use crate::clock::Clock;
 use crate::limit::{AdaptiveBulkhead, AdaptiveLimit, LimitAlgorithm};
+use crate::partition::PartitionedBulkhead;
 use crate::policy::Policy;
 use crate::rate::{RateLimiter, RateMetrics};
 use crate::throttle::{AdaptiveThrottle, ThrottleMetrics};
@@ -125,6 +131,23 @@ pub const BULKHEAD_QUEUED_TOTAL: &str = "bulkhead_queued_total";
 /// `bulkhead_rejected_total{system,reason}`: refusals by reason, `full`,
 /// `timed_out`, `closed` or `queue_full` (counter).
 pub const BULKHEAD_REJECTED_TOTAL: &str = "bulkhead_rejected_total";
+/// `bulkhead_class_active_calls{system,class}`: slots of a partitioned
+/// bulkhead's class's room held now, by its own calls and by borrowers
+/// (gauge).
+pub const BULKHEAD_CLASS_ACTIVE_CALLS: &str = "bulkhead_class_active_calls";
+/// `bulkhead_class_capacity{system,class}`: a class's guaranteed share, its
+/// room's capacity (gauge).
+pub const BULKHEAD_CLASS_CAPACITY: &str = "bulkhead_class_capacity";
+/// `bulkhead_class_waiting_calls{system,class}`: calls of a class waiting in
+/// its room now (gauge).
+pub const BULKHEAD_CLASS_WAITING_CALLS: &str = "bulkhead_class_waiting_calls";
+/// `bulkhead_class_borrowed_total{system,class}`: calls of a class admitted
+/// into another class's room (counter).
+pub const BULKHEAD_CLASS_BORROWED_TOTAL: &str = "bulkhead_class_borrowed_total";
+/// `bulkhead_class_rejected_total{system,class,reason}`: refusals of a
+/// class's calls by reason, `full`, `timed_out`, `closed` or `queue_full`
+/// (counter).
+pub const BULKHEAD_CLASS_REJECTED_TOTAL: &str = "bulkhead_class_rejected_total";
 /// `circuit_breaker_state{system}`: the state as a number, see [`state_code`]
 /// (gauge).
 pub const CIRCUIT_BREAKER_STATE: &str = "circuit_breaker_state";
@@ -293,6 +316,31 @@ pub fn describe() {
         BULKHEAD_REJECTED_TOTAL,
         Unit::Count,
         "Calls refused by the bulkhead, by reason (full, timed_out, closed, queue_full)"
+    );
+    describe_gauge!(
+        BULKHEAD_CLASS_ACTIVE_CALLS,
+        Unit::Count,
+        "Slots of a partitioned bulkhead class's room held now (its calls and borrowers')"
+    );
+    describe_gauge!(
+        BULKHEAD_CLASS_CAPACITY,
+        Unit::Count,
+        "Slots guaranteed to a partitioned bulkhead class"
+    );
+    describe_gauge!(
+        BULKHEAD_CLASS_WAITING_CALLS,
+        Unit::Count,
+        "Calls of a partitioned bulkhead class waiting for a slot now"
+    );
+    describe_counter!(
+        BULKHEAD_CLASS_BORROWED_TOTAL,
+        Unit::Count,
+        "Calls of a partitioned bulkhead class admitted into another class's room"
+    );
+    describe_counter!(
+        BULKHEAD_CLASS_REJECTED_TOTAL,
+        Unit::Count,
+        "Calls of a partitioned bulkhead class refused, by reason (full, timed_out, closed, queue_full)"
     );
     describe_gauge!(
         CIRCUIT_BREAKER_STATE,
@@ -1368,6 +1416,147 @@ impl LimitExporter {
             .set(w.avg_rtt.map_or(f64::NAN, |d| d.as_secs_f64()));
         self.max_in_flight.set(w.max_in_flight as f64);
         self.changes.absolute(count(changes));
+    }
+}
+
+/// The `bulkhead_class_*` metrics of one [`PartitionedBulkhead`], per
+/// class (labels `system` and `class`, the class's name), registered once.
+///
+/// The rooms are bulkheads of the partitioned bulkhead's name: export them
+/// with this, not with a [`BulkheadExporter`] each (their series would
+/// share one `system` label).
+///
+/// # Examples
+///
+/// ```
+/// use watertight::clock::StdClock;
+/// use watertight::metrics::PartitionExporter;
+/// use watertight::partition::PartitionedBulkhead;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let prometheus = recorder.handle();
+/// let search = PartitionedBulkhead::new("search", [("critical", 1), ("batch", 1)], StdClock);
+/// let exporter = metrics::with_local_recorder(&recorder, || PartitionExporter::new(&search));
+///
+/// let _batch = search.try_acquire(1).unwrap();
+/// let _lent = search.try_acquire(1).unwrap(); // borrowed from critical's room
+/// assert!(search.try_acquire(1).is_err());
+/// exporter.update(&search);
+/// let text = prometheus.render();
+/// assert!(text.contains(r#"bulkhead_class_active_calls{system="search",class="critical"} 1"#));
+/// assert!(text.contains(r#"bulkhead_class_borrowed_total{system="search",class="batch"} 1"#));
+/// assert!(text.contains(r#"bulkhead_class_rejected_total{system="search",class="batch",reason="full"} 1"#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct PartitionExporter<const K: usize> {
+    classes: [ClassHandles; K],
+}
+
+/// One class's handles.
+#[derive(Debug, Clone)]
+struct ClassHandles {
+    active: Gauge,
+    capacity: Gauge,
+    waiting: Gauge,
+    borrowed: Counter,
+    rejected_full: Counter,
+    rejected_timed_out: Counter,
+    rejected_closed: Counter,
+    rejected_queue_full: Counter,
+}
+
+impl<const K: usize> PartitionExporter<K> {
+    /// Registers the handles of every class of `bulkhead` (labelled with
+    /// its name and the class's) with the current recorder, and exports
+    /// its numbers now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::metrics::PartitionExporter;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let db = PartitionedBulkhead::new("db", [("web", 6), ("jobs", 2)], StdClock);
+    /// let _job = db.try_acquire(1).unwrap();
+    ///
+    /// let _exporter = metrics::with_local_recorder(&recorder, || PartitionExporter::new(&db));
+    /// // Exported at once, before any `update`.
+    /// let text = prometheus.render();
+    /// assert!(text.contains(r#"bulkhead_class_capacity{system="db",class="web"} 6"#));
+    /// assert!(text.contains(r#"bulkhead_class_active_calls{system="db",class="jobs"} 1"#));
+    /// ```
+    pub fn new<C>(bulkhead: &PartitionedBulkhead<C, K>) -> Self {
+        let system = bulkhead.name();
+        let exporter = PartitionExporter {
+            classes: core::array::from_fn(|i| {
+                let class = bulkhead.class_name(i).unwrap_or_default();
+                let labels = [("system", system), ("class", class)];
+                let rejected = |reason: &'static str| {
+                    let labels = [("system", system), ("class", class), ("reason", reason)];
+                    counter!(BULKHEAD_CLASS_REJECTED_TOTAL, &labels)
+                };
+                ClassHandles {
+                    active: gauge!(BULKHEAD_CLASS_ACTIVE_CALLS, &labels),
+                    capacity: gauge!(BULKHEAD_CLASS_CAPACITY, &labels),
+                    waiting: gauge!(BULKHEAD_CLASS_WAITING_CALLS, &labels),
+                    borrowed: counter!(BULKHEAD_CLASS_BORROWED_TOTAL, &labels),
+                    rejected_full: rejected("full"),
+                    rejected_timed_out: rejected("timed_out"),
+                    rejected_closed: rejected("closed"),
+                    rejected_queue_full: rejected("queue_full"),
+                }
+            }),
+        };
+        exporter.update(bulkhead);
+        exporter
+    }
+
+    /// Copies every class's numbers now into the handles. Pass the
+    /// bulkhead this exporter was made from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::ManualClock;
+    /// use watertight::metrics::PartitionExporter;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let prometheus = recorder.handle();
+    /// let clock = ManualClock::new();
+    /// let db = PartitionedBulkhead::new("db", [("web", 1)], &clock);
+    /// let exporter = metrics::with_local_recorder(&recorder, || PartitionExporter::new(&db));
+    ///
+    /// let _held = db.try_acquire(0).unwrap();
+    /// assert!(db.acquire_timeout(0, Duration::ZERO).await.is_err());
+    /// // Until the next update, the exported numbers are the last ones.
+    /// let before = r#"bulkhead_class_rejected_total{system="db",class="web",reason="timed_out"} 0"#;
+    /// assert!(prometheus.render().contains(before));
+    /// exporter.update(&db);
+    /// let after = r#"bulkhead_class_rejected_total{system="db",class="web",reason="timed_out"} 1"#;
+    /// assert!(prometheus.render().contains(after));
+    /// # });
+    /// ```
+    pub fn update<C>(&self, bulkhead: &PartitionedBulkhead<C, K>) {
+        for (i, h) in self.classes.iter().enumerate() {
+            let (Some(m), Some(room)) = (bulkhead.class_metrics(i), bulkhead.room(i)) else {
+                continue;
+            };
+            h.active.set(m.room_in_flight as f64);
+            h.capacity.set(m.share as f64);
+            h.waiting.set(m.waiting as f64);
+            h.borrowed.absolute(count(m.borrowed));
+            h.rejected_full.absolute(count(m.refused_full));
+            h.rejected_timed_out.absolute(count(m.refused_timed_out));
+            h.rejected_closed
+                .absolute(count(room.metrics().rejected_closed));
+            h.rejected_queue_full.absolute(count(m.refused_queue_full));
+        }
     }
 }
 

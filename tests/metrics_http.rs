@@ -401,3 +401,79 @@ fn rate_limit_admissions_refusals_and_waits_are_exported() {
         "{text}"
     );
 }
+
+#[test]
+fn a_partitioned_bulkhead_is_exported_per_class() {
+    use std::time::Duration;
+    use watertight::clock::ManualClock;
+    use watertight::metrics::PartitionExporter;
+    use watertight::partition::PartitionedBulkhead;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let clock = ManualClock::new();
+    let search = PartitionedBulkhead::new(
+        "search",
+        [("critical", 2), ("default", 2), ("batch", 1)],
+        &clock,
+    )
+    .with_max_waiters(1);
+    let exporter = metrics::with_local_recorder(&recorder, || {
+        watertight::metrics::describe();
+        PartitionExporter::new(&search)
+    });
+
+    // Batch takes its slot and borrows default's two and one of critical's;
+    // critical takes its other one; then batch finds every room full.
+    let batch: Vec<_> = (0..4).map(|_| search.try_acquire(2).unwrap()).collect();
+    let critical = search.try_acquire(0).unwrap();
+    assert!(search.try_acquire(2).is_err());
+    // Default waits for its room (one waiter, the bound); a second is refused.
+    let mut waiting = Box::pin(search.acquire_timeout(1, Duration::from_millis(50)));
+    assert!(
+        futures_lite::future::block_on(futures_lite::future::poll_once(&mut waiting)).is_none()
+    );
+    let queue_full =
+        futures_lite::future::block_on(search.acquire_timeout(1, Duration::from_millis(50)));
+    assert!(queue_full.is_err());
+
+    exporter.update(&search);
+    let text = prometheus.render();
+    for line in [
+        r#"bulkhead_class_capacity{system="search",class="critical"} 2"#,
+        r#"bulkhead_class_capacity{system="search",class="batch"} 1"#,
+        r#"bulkhead_class_active_calls{system="search",class="critical"} 2"#,
+        r#"bulkhead_class_active_calls{system="search",class="default"} 2"#,
+        r#"bulkhead_class_active_calls{system="search",class="batch"} 1"#,
+        r#"bulkhead_class_waiting_calls{system="search",class="default"} 1"#,
+        r#"bulkhead_class_waiting_calls{system="search",class="critical"} 0"#,
+        r#"bulkhead_class_borrowed_total{system="search",class="batch"} 3"#,
+        r#"bulkhead_class_borrowed_total{system="search",class="critical"} 0"#,
+        r#"bulkhead_class_rejected_total{system="search",class="batch",reason="full"} 1"#,
+        r#"bulkhead_class_rejected_total{system="search",class="default",reason="queue_full"} 1"#,
+        r#"bulkhead_class_rejected_total{system="search",class="default",reason="timed_out"} 0"#,
+        "# TYPE bulkhead_class_active_calls gauge",
+        "# TYPE bulkhead_class_borrowed_total counter",
+        "# TYPE bulkhead_class_rejected_total counter",
+        "# HELP bulkhead_class_waiting_calls",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+
+    // The wait runs out; the bulkhead is closed and refuses critical.
+    clock.advance(Duration::from_millis(50));
+    assert!(futures_lite::future::block_on(waiting).is_err());
+    drop((batch, critical));
+    search.close();
+    assert!(search.try_acquire(0).is_err());
+    exporter.update(&search);
+    let text = prometheus.render();
+    for line in [
+        r#"bulkhead_class_rejected_total{system="search",class="default",reason="timed_out"} 1"#,
+        r#"bulkhead_class_rejected_total{system="search",class="critical",reason="closed"} 1"#,
+        r#"bulkhead_class_waiting_calls{system="search",class="default"} 0"#,
+        r#"bulkhead_class_active_calls{system="search",class="default"} 0"#,
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}

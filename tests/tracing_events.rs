@@ -9,6 +9,7 @@
 //! | breaker transition | INFO | `watertight::breaker` | `system`, `from`, `to`; a trip from closed adds `window` (`count`, `time`, `consecutive`), `calls`, `failures`, `slow` |
 //! | breaker refusal | DEBUG | `watertight::breaker` | `system`, `reason` (`open`, `probes_busy`, `forced_open`), `retry_after_ms` when open |
 //! | bulkhead refusal | DEBUG | `watertight::bulkhead` | `system`, `reason` (`full`, `timed_out`, `closed`) |
+//! | partitioned bulkhead refusal | DEBUG | `watertight::partition` | `system`, `class` (the class's name), `reason` (`full`, `timed_out`, `closed`, `queue_full`); after its room's bulkhead refusal event |
 //! | rate limiter refusal | DEBUG | `watertight::rate` | `system`, `retry_after_ms` (rounded up) |
 //! | adaptive throttle refusal | DEBUG | `watertight::throttle` | `system`, `probability` (the one the request met, 0 to 1) |
 //! | policy refusal not seen by a layer | DEBUG | `watertight::policy` | `system`, `reason` (`deadline_exceeded`), `by_budget` |
@@ -19,7 +20,11 @@
 //! A retry is one event, before its backoff; a failed attempt emits
 //! nothing of its own (a timed-out one emits the policy's timeout event
 //! first). A policy refused by its rate limit, its bulkhead (full, or timed
-//! out waiting) or its breaker emits only that layer's event. Every test here runs on one thread
+//! out waiting) or its breaker emits only that layer's event. The one
+//! refusal logged twice is a partitioned bulkhead's: its class's room is a
+//! bulkhead and emits the bulkhead event (`system`, `reason`, as every
+//! bulkhead does), then the partition emits its own, which names the class;
+//! keep one of them by target (`watertight::partition` for the class). Every test here runs on one thread
 //! under `tracing::subscriber::with_default`, on a `ManualClock`: events
 //! from tests running at the same time on other threads are not seen.
 #![cfg(not(loom))]
@@ -702,4 +707,85 @@ fn one_event_per_throttle_refusal() {
     assert!(throttled > 30, "{throttled}");
     assert_eq!(events.len(), throttled, "{events:#?}");
     assert!(events.iter().all(|e| e.target == "watertight::throttle"));
+}
+
+#[test]
+fn one_event_per_partition_refusal_naming_the_class_after_its_rooms() {
+    use watertight::partition::{PartitionError, PartitionedBulkhead};
+
+    let clock = ManualClock::new();
+    let search = PartitionedBulkhead::new("search", [("critical", 1), ("batch", 1)], &clock)
+        .with_max_waiters(1);
+    let refused = |e: AcquireError| PartitionError::Refused(e);
+
+    let ((), events) = capture(|| {
+        // Batch takes its slot and borrows critical's: full for batch.
+        let batch = (
+            search.try_acquire(1).unwrap(),
+            search.try_acquire(1).unwrap(),
+        );
+        assert_eq!(
+            search.try_acquire(1).unwrap_err(),
+            refused(AcquireError::Full)
+        );
+        // Critical waits for its room and runs out of time.
+        let mut wait = pin!(search.acquire_timeout(0, Duration::from_millis(100)));
+        assert!(block_on(poll_once(wait.as_mut())).is_none());
+        // A second critical waiter is one past the bound.
+        let queue_full = block_on(search.acquire_timeout(0, Duration::from_millis(100)));
+        assert_eq!(queue_full.unwrap_err(), refused(AcquireError::QueueFull));
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(block_on(wait).unwrap_err(), refused(AcquireError::TimedOut));
+        // A class that does not exist is not a refusal: no event.
+        assert!(matches!(
+            search.try_acquire(2),
+            Err(PartitionError::NoSuchClass { .. })
+        ));
+        drop(batch);
+        search.close();
+        assert_eq!(
+            search.try_acquire(0).unwrap_err(),
+            refused(AcquireError::Closed)
+        );
+        let waited = block_on(search.acquire_timeout(1, Duration::from_millis(100)));
+        assert_eq!(waited.unwrap_err(), refused(AcquireError::Closed));
+    });
+
+    let room = |reason| pairs(&[("reason", reason), ("system", "search")]);
+    let class =
+        |class, reason| pairs(&[("class", class), ("reason", reason), ("system", "search")]);
+    let expected = vec![
+        room("full"),
+        class("batch", "full"),
+        room("queue_full"),
+        class("critical", "queue_full"),
+        room("timed_out"),
+        class("critical", "timed_out"),
+        room("closed"),
+        class("critical", "closed"),
+        room("closed"),
+        class("batch", "closed"),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        let target = if e.fields.contains_key("class") {
+            "watertight::partition"
+        } else {
+            "watertight::bulkhead"
+        };
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, target),
+            "{e:?}"
+        );
+        assert!(e.field("message").is_some(), "{e:?}");
+    }
+    // As many partition events as refusals the rooms counted.
+    let counted: usize = (0..2)
+        .map(|i| search.room(i).unwrap().metrics().rejected())
+        .sum();
+    let partition = events
+        .iter()
+        .filter(|e| e.target == "watertight::partition");
+    assert_eq!(partition.count(), counted);
 }

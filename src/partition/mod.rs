@@ -868,6 +868,8 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
             rooms: &self.rooms,
             borrowed: &self.borrowed,
             queued: &self.queued,
+            #[cfg(feature = "tracing")]
+            classes: &self.classes,
         }
     }
 
@@ -900,9 +902,9 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
     pub fn try_acquire(&self, class: usize) -> Result<ClassPermit<'_, C>, PartitionError> {
         match self.rooms().take(class) {
             Ok(p) => Ok(p),
-            Err(PartitionError::Refused(e)) => Err(PartitionError::Refused(
-                self.rooms[class].count_rejection(e),
-            )),
+            Err(PartitionError::Refused(e)) => Err(self
+                .rooms()
+                .traced(class, self.rooms[class].count_rejection(e))),
             Err(e) => Err(e),
         }
     }
@@ -1086,9 +1088,9 @@ impl<'a, C: Timer> Future for AcquireClass<'a, C> {
                     }
                     Err(PartitionError::Refused(e)) => {
                         this.state.set(Stage::Done);
-                        return Poll::Ready(Err(PartitionError::Refused(
-                            rooms.rooms[class].count_rejection(e),
-                        )));
+                        return Poll::Ready(Err(
+                            rooms.traced(class, rooms.rooms[class].count_rejection(e))
+                        ));
                     }
                     Err(e) => {
                         this.state.set(Stage::Done);
@@ -1127,7 +1129,8 @@ impl<'a, C: Timer> Future for AcquireClass<'a, C> {
                             room,
                             rooms,
                         }),
-                        Err(e) => Err(PartitionError::Refused(e)),
+                        // Counted by the room's wait.
+                        Err(e) => Err(rooms.traced(class, e)),
                     });
                 }
                 // A future polled again after it completed (a caller's
@@ -1154,6 +1157,9 @@ struct Rooms<'a, C> {
     rooms: &'a [Bulkhead<C>],
     borrowed: &'a [AtomicUsize],
     queued: &'a AtomicUsize,
+    /// The class names, for the refusal event.
+    #[cfg(feature = "tracing")]
+    classes: &'a [&'static str],
 }
 
 impl<C> Clone for Rooms<'_, C> {
@@ -1170,6 +1176,18 @@ impl<'a, C> Rooms<'a, C> {
             class,
             classes: self.rooms.len(),
         })
+    }
+
+    /// A refusal of `class`, counted by its room (whose bulkhead event
+    /// says `system` and `reason`): the partition's own event, which names
+    /// the class (feature `tracing`).
+    #[inline]
+    fn traced(self, class: usize, e: AcquireError) -> PartitionError {
+        #[cfg(feature = "tracing")]
+        trace_refusal(self.rooms[class].name(), self.classes[class], e);
+        #[cfg(not(feature = "tracing"))]
+        let _ = class;
+        PartitionError::Refused(e)
     }
 
     /// A free slot for `class` without waiting: its own room's, or else one
@@ -1225,4 +1243,23 @@ impl<'a, C> Rooms<'a, C> {
             waiting.nudge_first();
         }
     }
+}
+
+/// The one event per refusal (feature `tracing`), at DEBUG as the
+/// bulkhead's, which the class's room emits too: this one names the class.
+#[cfg(feature = "tracing")]
+#[cold]
+fn trace_refusal(system: &'static str, class: &'static str, e: AcquireError) {
+    tracing::debug!(
+        target: "watertight::partition",
+        system,
+        class,
+        reason = match e {
+            AcquireError::TimedOut => "timed_out",
+            AcquireError::Closed => "closed",
+            AcquireError::QueueFull => "queue_full",
+            _ => "full",
+        },
+        "partitioned bulkhead refused a call"
+    );
 }

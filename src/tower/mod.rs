@@ -14,6 +14,7 @@
 //! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
 //! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
 //! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
+//! | [`PartitionLayer`] | [`PartitionService`] | [`PartitionServiceError::Rejected`] with the request's class and the [`AcquireError`]; the class chosen by a function of the request, each class with its share of a [`PartitionedBulkhead`](crate::partition::PartitionedBulkhead) |
 //! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
 //!
@@ -25,7 +26,7 @@
 //! no `Buffer` ([why in `call`](RateLimitLayer#cells-are-taken-in-call-not-in-poll_ready)).
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`BreakerFuture`], [`PolicyFuture`], [`IdempotentPolicyFuture`],
+//! [`PartitionFuture`], [`BreakerFuture`], [`PolicyFuture`], [`IdempotentPolicyFuture`],
 //! [`RateLimitFuture`] and [`RateLimitWaitFuture`], and
 //! a call allocates nothing, a wait for a slot included (the future holds
 //! its queue node). All are `Send` when the inner service and its future
@@ -71,6 +72,7 @@ mod adaptive;
 mod breaker;
 mod bulkhead;
 mod classify;
+mod partition;
 mod policy;
 mod rate;
 mod retry;
@@ -82,6 +84,7 @@ pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
 pub use classify::{Classify, ErrIsFailure};
+pub use partition::{PartitionFuture, PartitionLayer, PartitionService, PartitionServiceError};
 pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
 pub use rate::{
     Keyed, RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
