@@ -12,7 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::Task;
-use watertight::clock::{ManualClock, StdClock};
+use watertight::clock::{Clock, ManualClock, StdClock};
+use watertight::limit::{AdaptiveLimit, Aimd, Signal};
 use watertight::partition::{
     room_capacities, PartitionConfigError, PartitionError, PartitionedBulkhead,
 };
@@ -348,4 +349,78 @@ fn racing_resizes_end_on_the_split_of_the_last_total() {
         // The total asked last is what resize reports as the old one.
         assert_eq!(B.resize(10), Ok(total));
     }
+}
+
+/// `AdaptiveLimit` steering a partitioned bulkhead: timeouts take the
+/// total down one window at a time, the last class first, and never below
+/// one slot a class whatever the algorithm's minimum; successes with the
+/// limit in use bring it back, critical first.
+#[test]
+fn an_adaptive_limit_sheds_the_last_class_first_and_restores_the_first() {
+    let clock = ManualClock::new();
+    let b = three(&clock);
+    let aimd = Aimd::builder()
+        .initial_limit(10)
+        .min_limit(1)
+        .build()
+        .unwrap();
+    let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+    let call = |signal: Signal| {
+        let started = clock.now();
+        let p = b.try_acquire(CRITICAL).unwrap();
+        clock.advance(MS);
+        drop(p);
+        limit.record(&b, started, signal)
+    };
+    let mut seen = Vec::new();
+    for _ in 0..9 {
+        call(Signal::Timeout);
+        seen.push(rooms(&b));
+    }
+    // 10 × 0.9 each window, floored: 9, 8, 7, 6, 5, 4, 3, then the
+    // algorithm goes on to 2 and 1 but the rooms stop at 1 slot each.
+    assert_eq!(
+        seen,
+        [
+            [5, 3, 1],
+            [5, 2, 1],
+            [5, 1, 1],
+            [4, 1, 1],
+            [3, 1, 1],
+            [2, 1, 1],
+            [1, 1, 1],
+            [1, 1, 1],
+            [1, 1, 1],
+        ]
+    );
+    // Back up: calls with the limit in use (half of it in flight) grow
+    // it by one a window; critical gets its share back first.
+    let mut seen = Vec::new();
+    while b.capacity() < 10 {
+        let held: Vec<_> = (0..b.capacity() / 2)
+            .map(|_| b.try_acquire(CRITICAL).unwrap())
+            .collect();
+        if let Some(change) = call(Signal::Success) {
+            seen.push((change.to, rooms(&b)));
+        }
+        drop(held);
+    }
+    assert_eq!(
+        seen,
+        [
+            // (The algorithm's 2 and 3 leave the rooms at 1 each.)
+            (4, [2, 1, 1]),
+            (5, [3, 1, 1]),
+            (6, [4, 1, 1]),
+            (7, [5, 1, 1]),
+            (8, [5, 2, 1]),
+            (9, [5, 3, 1]),
+            (10, [5, 3, 2]),
+        ]
+    );
+    // tick closes a due window on a partitioned bulkhead too.
+    let limit = AdaptiveLimit::with_window(Aimd::new(), Duration::from_secs(1), 1, clock.now());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(limit.tick(&b), None);
+    assert_eq!(limit.windows(), 1);
 }
