@@ -139,7 +139,8 @@ use crate::sync::{const_fn, AtomicBool, AtomicUsize, Ordering};
 /// borrower tries the rooms from the last class's to the first's.
 ///
 /// Memory: `K` bulkheads (128 B each on x86_64, aligned to a cache line
-/// pair so that two rooms never share one) and two words a class.
+/// pair so that two rooms never share one), four words a class (its name,
+/// configured share and borrow count) and a few for the whole.
 ///
 /// # Examples
 ///
