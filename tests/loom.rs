@@ -2358,7 +2358,7 @@ mod bounded_queue {
 ///   and nobody waits.
 mod partition {
     use super::*;
-    use watertight::partition::{PartitionError, PartitionedBulkhead};
+    use watertight::partition::{room_capacities, PartitionError, PartitionedBulkhead};
 
     type Clock = std::sync::Arc<ManualClock>;
 
@@ -2533,6 +2533,62 @@ mod partition {
                 .map(|c| s.pb.class_metrics(c).unwrap().refused_full)
                 .sum();
             assert_eq!(refused, 2);
+        });
+    }
+    /// (P4) Two resizes race: one applies the total asked last (the other
+    /// leaves it its total if it finds it at work), so when both are done
+    /// the rooms are the split of the last total, never a mix of the two.
+    /// Which was last is told by the old totals they return.
+    #[test]
+    fn racing_resizes_end_on_the_last_total() {
+        model(|| {
+            let s = parts();
+            let spawn = |total: usize| {
+                let s = s.clone();
+                thread::spawn(move || s.pb.resize(total).unwrap())
+            };
+            let (a, b) = (spawn(3), spawn(4));
+            let (a_old, b_old) = (a.join().unwrap(), b.join().unwrap());
+            // One swapped first (it saw the configured 2), the other saw its.
+            let last = match (a_old, b_old) {
+                (2, 3) => 4,
+                (4, 2) => 3,
+                other => panic!("old totals {other:?}"),
+            };
+            assert_eq!(s.pb.capacity(), last);
+            let rooms = [s.pb.capacity_of(0), s.pb.capacity_of(1)];
+            assert_eq!(Some(rooms), room_capacities(&[1, 1], last));
+        });
+    }
+
+    /// (P5) A grow racing a waiter of another class: room `a` grows while
+    /// class `b`'s call, both rooms held, goes to wait. Either the resize
+    /// sees the waiter and wakes it, or the waiter, queued, sees the free
+    /// slot itself: it borrows the new slot, never left waiting (loom
+    /// would report the thread blocked for ever).
+    #[test]
+    fn a_grow_racing_a_waiter_of_another_class_is_borrowed() {
+        model(|| {
+            let s = parts();
+            let a_slot = s.pb.try_acquire(0).unwrap();
+            let b_slot = s.pb.try_acquire(1).unwrap();
+            let waiter = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let p = block_on(s.pb.acquire_until(1, Instant::MAX))
+                        .expect("the new slot is free");
+                    (p.class(), p.room())
+                })
+            };
+            let resizer = {
+                let s = s.clone();
+                thread::spawn(move || s.pb.resize(3).unwrap())
+            };
+            assert_eq!(resizer.join().unwrap(), 2);
+            assert_eq!(waiter.join().unwrap(), (1, 0));
+            drop((a_slot, b_slot));
+            assert_eq!([s.pb.capacity_of(0), s.pb.capacity_of(1)], [2, 1]);
+            s.assert_balanced();
         });
     }
 }

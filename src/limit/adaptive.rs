@@ -7,6 +7,7 @@ use super::samples::Samples;
 use super::{LimitAlgorithm, Signal, Window};
 use crate::bulkhead::{AcquireError, Bulkhead, Permit};
 use crate::clock::{Clock, Instant, Timer};
+use crate::partition::PartitionedBulkhead;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
 /// A [`Bulkhead`] whose capacity a [`LimitAlgorithm`] sets, from the
@@ -82,7 +83,9 @@ pub struct AdaptiveBulkhead<C, A> {
 
 /// A limit algorithm and its windows, steering a [`Bulkhead`] it does not
 /// own: the part of an [`AdaptiveBulkhead`] that is not the bulkhead, for
-/// a bulkhead that lives elsewhere — a [`Policy`](crate::policy::Policy)'s.
+/// a bulkhead that lives elsewhere — a [`Policy`](crate::policy::Policy)'s,
+/// or a [`PartitionedBulkhead`], whose total it moves, shedding the least
+/// important class first (see [`Resizable`]).
 ///
 /// Each call through that bulkhead reports how it went with
 /// [`record`](Self::record), after its slot is back; the first report
@@ -308,7 +311,8 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
     /// Records a finished call through `bulkhead`, started at `started` (on
     /// the bulkhead's clock), after its slot is back; closes the window if
     /// this is the first report after its end, and resizes `bulkhead` if
-    /// the limit moved. Pass the same bulkhead every time.
+    /// the limit moved. Pass the same bulkhead every time: a [`Bulkhead`]
+    /// or a [`PartitionedBulkhead`] (see [`Resizable`]).
     ///
     /// # Examples
     ///
@@ -327,9 +331,9 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
     /// limit.record(&db, started, Signal::Timeout);
     /// assert_eq!(db.capacity(), 9);
     /// ```
-    pub fn record<C: Clock>(
+    pub fn record<B: Resizable + ?Sized>(
         &self,
-        bulkhead: &Bulkhead<C>,
+        bulkhead: &B,
         started: Instant,
         signal: Signal,
     ) -> Option<LimitChange> {
@@ -355,8 +359,8 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
     /// assert_eq!(limit.tick(&db), None);
     /// assert_eq!(limit.windows(), 1);
     /// ```
-    pub fn tick<C: Clock>(&self, bulkhead: &Bulkhead<C>) -> Option<LimitChange> {
-        self.close(bulkhead, bulkhead.clock().now(), false)
+    pub fn tick<B: Resizable + ?Sized>(&self, bulkhead: &B) -> Option<LimitChange> {
+        self.close(bulkhead, bulkhead.now(), false)
     }
 }
 
@@ -686,15 +690,15 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
     /// A finished call: its sample (with `in_flight` + `extra` in flight),
     /// then `release` gives its slot back, then the window is closed if due
     /// (or full).
-    fn finish<C: Clock>(
+    fn finish<B: Resizable + ?Sized>(
         &self,
-        bulkhead: &Bulkhead<C>,
+        bulkhead: &B,
         started: Instant,
         signal: Signal,
         extra: usize,
         release: impl FnOnce(),
     ) -> Option<LimitChange> {
-        let now = bulkhead.clock().now();
+        let now = bulkhead.now();
         let rtt = now.saturating_duration_since(started);
         let in_flight = bulkhead.in_flight().saturating_add(extra);
         let full = self.samples.record(signal, rtt, in_flight);
@@ -703,7 +707,12 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
     }
     /// Closes the window if it is due (or `force`), unless another caller
     /// is closing it.
-    fn close<C>(&self, bulkhead: &Bulkhead<C>, now: Instant, force: bool) -> Option<LimitChange> {
+    fn close<B: Resizable + ?Sized>(
+        &self,
+        bulkhead: &B,
+        now: Instant,
+        force: bool,
+    ) -> Option<LimitChange> {
         let now = now.as_nanos();
         if !force && !self.samples.due(now, self.window_nanos) {
             return None;
@@ -729,7 +738,7 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
         self.apply(bulkhead, &window)
     }
 
-    fn apply<C>(&self, bulkhead: &Bulkhead<C>, window: &Window) -> Option<LimitChange> {
+    fn apply<B: Resizable + ?Sized>(&self, bulkhead: &B, window: &Window) -> Option<LimitChange> {
         let l = &self.last;
         l.successes.store(window.successes, Ordering::Relaxed);
         let rtt = window.avg_rtt.map_or(u64::MAX, |d| {
@@ -744,13 +753,13 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
         // SAFETY: the closing flag is held (see `close`), so no other
         // reference to the algorithm exists.
         let next = self.algorithm.with_mut(|a| unsafe { (*a).update(window) });
-        let to = next.clamp(1, Bulkhead::<C>::MAX_PERMITS);
+        let (min, max) = bulkhead.capacity_range();
+        let to = next.clamp(min, max);
         let from = bulkhead.capacity();
         if to == from {
             return None;
         }
-        // In range, so never an error.
-        let _ = bulkhead.resize(to);
+        bulkhead.set_capacity(to);
         self.changes.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         tracing::info!(
@@ -764,6 +773,125 @@ impl<A: LimitAlgorithm> AdaptiveLimit<A> {
             "bulkhead limit changed"
         );
         Some(LimitChange { from, to })
+    }
+}
+
+/// What an [`AdaptiveLimit`] can steer: a limit of calls in flight with a
+/// total capacity that can be resized. Sealed; implemented for
+///
+/// - [`Bulkhead`]: the limit is its capacity
+///   ([`resize`](Bulkhead::resize)d, in `[1, Bulkhead::MAX_PERMITS]`);
+/// - [`PartitionedBulkhead`]: the limit is its total capacity, the sum of
+///   its rooms' ([`resize`](PartitionedBulkhead::resize)d, in `[K,
+///   max_capacity()]`), so that a falling limit sheds the least important
+///   class first and the most important class keeps its share longest.
+///
+/// A limit the algorithm answers outside that range is clamped into it
+/// (for a partitioned bulkhead, give the algorithm a minimum of at least
+/// `K`, so that its own idea of the limit does not fall below the rooms').
+///
+/// # Examples
+///
+/// An AIMD limit on a partitioned bulkhead: timeouts shrink the export
+/// class's room first, while checkout keeps its 5 slots.
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::clock::{Clock, ManualClock};
+/// use watertight::limit::{AdaptiveLimit, Aimd, Signal};
+/// use watertight::partition::PartitionedBulkhead;
+///
+/// let clock = ManualClock::new();
+/// let search = PartitionedBulkhead::new(
+///     "search",
+///     [("checkout", 5), ("browse", 3), ("export", 2)],
+///     &clock,
+/// );
+/// let aimd = Aimd::builder().initial_limit(10).min_limit(3).build().unwrap();
+/// let limit = AdaptiveLimit::with_window(aimd, Duration::ZERO, 1, clock.now());
+///
+/// for to in [9, 8] {
+///     let started = clock.now();
+///     let call = search.try_acquire(0).unwrap();
+///     drop(call); // the call timed out; its slot is back
+///     let change = limit.record(&search, started, Signal::Timeout);
+///     assert_eq!(change.map(|c| c.to), Some(to));
+/// }
+/// let rooms = [search.capacity_of(0), search.capacity_of(1), search.capacity_of(2)];
+/// assert_eq!(rooms, [5, 2, 1]);
+/// ```
+pub trait Resizable: private::Steer {}
+
+impl<C: Clock> Resizable for Bulkhead<C> {}
+
+impl<C: Clock, const K: usize> Resizable for PartitionedBulkhead<C, K> {}
+
+mod private {
+    use crate::bulkhead::Bulkhead;
+    use crate::clock::{Clock, Instant};
+    use crate::partition::PartitionedBulkhead;
+
+    /// What the windows need of the steered limit (out of reach of other
+    /// crates: the trait is sealed).
+    pub trait Steer {
+        /// The name for the tracing event.
+        #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+        fn name(&self) -> &'static str;
+        /// Now, on its clock.
+        fn now(&self) -> Instant;
+        /// The limit now.
+        fn capacity(&self) -> usize;
+        /// Calls in flight now.
+        fn in_flight(&self) -> usize;
+        /// The smallest and the largest limit it takes.
+        fn capacity_range(&self) -> (usize, usize);
+        /// Sets the limit, in `capacity_range()`.
+        fn set_capacity(&self, capacity: usize);
+    }
+
+    impl<C: Clock> Steer for Bulkhead<C> {
+        fn name(&self) -> &'static str {
+            Bulkhead::name(self)
+        }
+        fn now(&self) -> Instant {
+            self.clock().now()
+        }
+        fn capacity(&self) -> usize {
+            Bulkhead::capacity(self)
+        }
+        fn in_flight(&self) -> usize {
+            Bulkhead::in_flight(self)
+        }
+        fn capacity_range(&self) -> (usize, usize) {
+            (1, Bulkhead::<C>::MAX_PERMITS)
+        }
+        fn set_capacity(&self, capacity: usize) {
+            // In range, so never an error.
+            let _ = self.resize(capacity);
+        }
+    }
+
+    impl<C: Clock, const K: usize> Steer for PartitionedBulkhead<C, K> {
+        fn name(&self) -> &'static str {
+            PartitionedBulkhead::name(self)
+        }
+        fn now(&self) -> Instant {
+            // Every partitioned bulkhead has a room (K = 0 is refused).
+            self.room(0).map_or(Instant::ZERO, |r| r.clock().now())
+        }
+        fn capacity(&self) -> usize {
+            PartitionedBulkhead::capacity(self)
+        }
+        fn in_flight(&self) -> usize {
+            PartitionedBulkhead::in_flight(self)
+        }
+        fn capacity_range(&self) -> (usize, usize) {
+            (K, self.max_capacity())
+        }
+        fn set_capacity(&self, capacity: usize) {
+            // In range, so never an error.
+            let _ = self.resize(capacity);
+        }
     }
 }
 

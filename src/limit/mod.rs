@@ -76,7 +76,7 @@ mod samples;
 
 #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
 pub use adaptive::OwnedAdaptivePermit;
-pub use adaptive::{AdaptiveBulkhead, AdaptiveLimit, AdaptivePermit, LimitChange};
+pub use adaptive::{AdaptiveBulkhead, AdaptiveLimit, AdaptivePermit, LimitChange, Resizable};
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
 

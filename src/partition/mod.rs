@@ -58,6 +58,18 @@
 //!   ([`from_percent`](PartitionedBulkhead::from_percent) rounds
 //!   percentages of a capacity to slots).
 //!
+//! # Shedding
+//!
+//! [`resize`](PartitionedBulkhead::resize) moves the total, the least
+//! important class first: below the configured total the last class's
+//! room shrinks first, down to 1 slot (every class keeps a room to wait
+//! in), then the one before it; rising back, class 0 recovers its share
+//! first; above it, the rooms grow in proportion to the shares
+//! ([`room_capacities`] is the rule). An
+//! [`AdaptiveLimit`](crate::limit::AdaptiveLimit) steers a partitioned
+//! bulkhead through it: as its limit falls, the lowest class is refused
+//! first while the critical class keeps its share.
+//!
 //! # Under overload
 //!
 //! `tests/partition_sim.rs` (run it with `cargo test --test partition_sim
@@ -117,7 +129,7 @@ use pin_project_lite::pin_project;
 use crate::bulkhead::{AcquireError, Bulkhead, Permit};
 use crate::clock::{Instant, Timer};
 use crate::futures::AcquireUntil;
-use crate::sync::{const_fn, AtomicUsize, Ordering};
+use crate::sync::{const_fn, AtomicBool, AtomicUsize, Ordering};
 
 /// A bulkhead of `K` classes, each with a guaranteed share (its room) and
 /// the right to borrow idle slots of the others. See the
@@ -127,7 +139,8 @@ use crate::sync::{const_fn, AtomicUsize, Ordering};
 /// borrower tries the rooms from the last class's to the first's.
 ///
 /// Memory: `K` bulkheads (128 B each on x86_64, aligned to a cache line
-/// pair so that two rooms never share one) and two words a class.
+/// pair so that two rooms never share one), four words a class (its name,
+/// configured share and borrow count) and a few for the whole.
 ///
 /// # Examples
 ///
@@ -154,6 +167,14 @@ pub struct PartitionedBulkhead<C, const K: usize> {
     /// Waits queued in any room: a release reads it to know whether to
     /// nudge a waiter of another class to borrow the slot.
     queued: AtomicUsize,
+    /// Per class: the share it was configured with (its room's capacity at
+    /// the configured total).
+    shares: [usize; K],
+    /// The total last asked of [`resize`](Self::resize) (at first, the
+    /// configured total): what the rooms are brought to.
+    target: AtomicUsize,
+    /// Held by the one resize bringing the rooms to `target`.
+    resizing: AtomicBool,
 }
 
 /// Why a partitioned bulkhead gave no permit.
@@ -266,6 +287,15 @@ pub enum PartitionConfigError {
         /// Their sum.
         sum: u32,
     },
+    /// A total capacity ([`resize`](PartitionedBulkhead::resize)) below one
+    /// slot per class: every class keeps at least 1 slot, a room to wait
+    /// in.
+    CapacityBelowClasses {
+        /// The total asked for.
+        requested: usize,
+        /// How many classes the bulkhead has: the smallest total.
+        classes: usize,
+    },
 }
 
 impl fmt::Display for PartitionConfigError {
@@ -289,6 +319,10 @@ impl fmt::Display for PartitionConfigError {
             PartitionConfigError::PercentNot100 { sum } => {
                 write!(f, "class percentages add up to {sum}, not 100")
             }
+            PartitionConfigError::CapacityBelowClasses { requested, classes } => write!(
+                f,
+                "a total of {requested} slots is below 1 slot for each of the {classes} classes"
+            ),
         }
     }
 }
@@ -435,8 +469,11 @@ impl<C> fmt::Debug for ClassPermit<'_, C> {
 pub struct ClassMetrics {
     /// The class's name.
     pub name: &'static str,
-    /// Its guaranteed slots (its room's capacity).
+    /// Its configured share ([`PartitionedBulkhead::share`]).
     pub share: usize,
+    /// Its room's capacity now: its guaranteed slots at the current total
+    /// (its share, until a [`resize`](PartitionedBulkhead::resize)).
+    pub capacity: usize,
     /// Slots of its room in flight now (its own calls and borrowers').
     pub room_in_flight: usize,
     /// Callers of the class waiting in its room.
@@ -533,10 +570,14 @@ impl<C: Copy, const K: usize> PartitionedBulkhead<C, K> {
         const fn build(name: &'static str, classes: [(&'static str, usize); K], clock: C) -> Self {
             let mut rooms = [const { MaybeUninit::<Bulkhead<C>>::uninit() }; K];
             let mut names = [""; K];
+            let mut shares = [0; K];
+            let mut total = 0usize;
             let mut i = 0;
             while i < K {
                 rooms[i] = MaybeUninit::new(Bulkhead::new(name, classes[i].1, clock));
                 names[i] = classes[i].0;
+                shares[i] = classes[i].1;
+                total = total.saturating_add(classes[i].1);
                 i += 1;
             }
             PartitionedBulkhead {
@@ -549,6 +590,9 @@ impl<C: Copy, const K: usize> PartitionedBulkhead<C, K> {
                 classes: names,
                 borrowed: zeros(),
                 queued: AtomicUsize::new(0),
+                shares,
+                target: AtomicUsize::new(total),
+                resizing: AtomicBool::new(false),
             }
         }
     }
@@ -624,6 +668,13 @@ impl<C: Clone, const K: usize> PartitionedBulkhead<C, K> {
             classes: classes.map(|(class, _)| class),
             borrowed: core::array::from_fn(|_| AtomicUsize::new(0)),
             queued: AtomicUsize::new(0),
+            shares: classes.map(|(_, share)| share),
+            target: AtomicUsize::new(
+                classes
+                    .iter()
+                    .fold(0usize, |t, &(_, s)| t.saturating_add(s)),
+            ),
+            resizing: AtomicBool::new(false),
         })
     }
 
@@ -735,7 +786,10 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         self.rooms.get(class)
     }
 
-    /// A class's guaranteed slots (0 past the last class).
+    /// A class's configured share: its guaranteed slots at the configured
+    /// total (0 past the last class). It stays as configured when
+    /// [`resize`](Self::resize) moves the rooms; the slots guaranteed at
+    /// the current total are [`capacity_of`](Self::capacity_of).
     ///
     /// # Examples
     ///
@@ -747,7 +801,7 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
     /// assert_eq!((b.share(0), b.share(1), b.share(5)), (3, 1, 0));
     /// ```
     pub fn share(&self, class: usize) -> usize {
-        self.rooms.get(class).map_or(0, Bulkhead::capacity)
+        self.shares.get(class).copied().unwrap_or(0)
     }
 
     /// The class's name, `None` past the last class.
@@ -781,7 +835,8 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         self.classes.iter().position(|&c| c == name)
     }
 
-    /// The total capacity: the sum of the shares.
+    /// The total capacity: the sum of the rooms' capacities (of the
+    /// shares, until a [`resize`](Self::resize)).
     ///
     /// # Examples
     ///
@@ -832,7 +887,8 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         let room = self.rooms.get(class)?.metrics();
         Some(ClassMetrics {
             name: self.classes[class],
-            share: room.capacity,
+            share: self.shares[class],
+            capacity: room.capacity,
             room_in_flight: room.in_flight,
             waiting: room.waiting,
             room_accepted: room.accepted,
@@ -989,6 +1045,315 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         };
         self.acquire_until(class, deadline)
     }
+}
+
+impl<C, const K: usize> PartitionedBulkhead<C, K> {
+    /// Sets the total capacity to `total` slots by changing the rooms'
+    /// capacities, the least important class shed first; returns the total
+    /// asked before (the configured total if never resized). Never blocks,
+    /// takes no lock: each room is [resized](Bulkhead::resize) in one
+    /// atomic step.
+    ///
+    /// The rooms become [`room_capacities`]`(shares, total)` of the
+    /// configured shares:
+    ///
+    /// - **below the configured total**, the last class's room gives up
+    ///   slots first, down to 1, then the room of the class before it, and
+    ///   so on: the most important class is the last to lose any of its
+    ///   share. Every room keeps at least 1 slot, so that every class keeps
+    ///   a room to wait in (FIFO, as before the shrink) and is never
+    ///   refused for want of one; hence a total below `K` is an error;
+    /// - **rising back**, the most important class recovers its share
+    ///   first, then the next (the same rule read the other way: the rooms
+    ///   depend on `total` alone, not on the way there);
+    /// - **above the configured total**, the rooms grow in proportion to
+    ///   the configured shares.
+    ///
+    /// A shrink takes effect as slots come back, as for a [`Bulkhead`]: no
+    /// slot held is revoked (a borrowed one included), and a room with at
+    /// least its new capacity out grants none, to its class or to a
+    /// borrower, until fewer are out. A grow frees the new slots at once,
+    /// to the room's waiters, or else a waiter of another class is woken
+    /// to borrow them.
+    ///
+    /// [`AdaptiveLimit`](crate::limit::AdaptiveLimit) calls this when its
+    /// algorithm moves the limit of a partitioned bulkhead, so that a
+    /// falling limit sheds the least important class first.
+    ///
+    /// # Concurrent resizes
+    ///
+    /// One resize at a time applies the total asked last: a resize that
+    /// finds another under way leaves its total to that one and returns at
+    /// once; the one under way reads the total again after its last room,
+    /// and starts over if it moved. So once racing resizes have returned,
+    /// the rooms are the split of one total, the last asked, never a mix
+    /// of two; while one is under way, [`capacity`](Self::capacity) may
+    /// read a total between the old and the new.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityBelowClasses`](PartitionConfigError::CapacityBelowClasses)
+    /// when `total` is below `K`;
+    /// [`ShareTooLarge`](PartitionConfigError::ShareTooLarge) (naming the
+    /// bulkhead) when `total` is above
+    /// [`max_capacity`](Self::max_capacity). The rooms are then unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::{PartitionConfigError, PartitionedBulkhead};
+    ///
+    /// let b = PartitionedBulkhead::new("search", [("checkout", 5), ("browse", 3), ("export", 2)], StdClock);
+    /// let rooms = |b: &PartitionedBulkhead<_, 3>| [b.capacity_of(0), b.capacity_of(1), b.capacity_of(2)];
+    ///
+    /// // 4 slots fewer: export is shed to 1, browse to 1, then checkout loses 1.
+    /// assert_eq!(b.resize(6), Ok(10));
+    /// assert_eq!(rooms(&b), [4, 1, 1]);
+    /// // Back up to 8: checkout recovers its share first.
+    /// b.resize(8)?;
+    /// assert_eq!(rooms(&b), [5, 2, 1]);
+    /// // Above 10, in proportion to the shares; share() stays as configured.
+    /// b.resize(20)?;
+    /// assert_eq!((rooms(&b), b.share(0), b.capacity()), ([10, 6, 4], 5, 20));
+    /// assert_eq!(
+    ///     b.resize(2),
+    ///     Err(PartitionConfigError::CapacityBelowClasses { requested: 2, classes: 3 })
+    /// );
+    ///
+    /// // A shrink revokes nothing: export holds 2, its room is now 1.
+    /// b.resize(10)?;
+    /// let held = [b.try_acquire(2)?, b.try_acquire(2)?];
+    /// b.resize(9)?;
+    /// assert_eq!(b.capacity_of(2), 1);
+    /// drop(held);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resize(&self, total: usize) -> Result<usize, PartitionConfigError> {
+        if total < K {
+            return Err(PartitionConfigError::CapacityBelowClasses {
+                requested: total,
+                classes: K,
+            });
+        }
+        let max = self.max_capacity();
+        if total > max {
+            return Err(PartitionConfigError::ShareTooLarge {
+                class: self.name,
+                requested: total,
+                max,
+            });
+        }
+        // SeqCst, with the flag's: a resize that stores its total and then
+        // finds the flag taken, and the holder that gives the flag back and
+        // then reads the total, cannot both miss the other.
+        let old = self.target.swap(total, Ordering::SeqCst);
+        self.apply_target();
+        Ok(old)
+    }
+
+    /// Brings the rooms to the split of `target`, unless another resize
+    /// is (it will see the new target).
+    fn apply_target(&self) {
+        loop {
+            if self
+                .resizing
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                return;
+            }
+            let mut applied;
+            loop {
+                applied = self.target.load(Ordering::SeqCst);
+                if let Some(capacities) = room_capacities(&self.shares, applied) {
+                    // Shrinks first, then grows: between the two, the
+                    // total is at most the larger of the old and the new.
+                    for shrink in [true, false] {
+                        for (room, &capacity) in self.rooms.iter().zip(&capacities) {
+                            if (capacity < room.capacity()) == shrink {
+                                // Each capacity is in 1..=MAX_PERMITS (see
+                                // `max_capacity`): never an error.
+                                let _ = room.resize(capacity);
+                            }
+                        }
+                    }
+                }
+                if self.target.load(Ordering::SeqCst) == applied {
+                    break;
+                }
+            }
+            self.resizing.store(false, Ordering::SeqCst);
+            // A slot a grow freed in a room nobody waits in is for a
+            // waiter of another class to borrow.
+            if self.queued.load(Ordering::SeqCst) != 0 {
+                self.rooms().nudge();
+            }
+            if self.target.load(Ordering::SeqCst) == applied {
+                return;
+            }
+        }
+    }
+
+    /// The class's room's capacity now: its [share](Self::share) until a
+    /// [`resize`](Self::resize) moves it; the slots the class is
+    /// guaranteed at the current total. 0 past the last class.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 2)], StdClock);
+    /// b.resize(3).unwrap();
+    /// assert_eq!((b.capacity_of(0), b.capacity_of(1), b.capacity_of(2)), (2, 1, 0));
+    /// assert_eq!((b.share(0), b.share(1)), (3, 2));
+    /// ```
+    pub fn capacity_of(&self, class: usize) -> usize {
+        self.rooms.get(class).map_or(0, Bulkhead::capacity)
+    }
+
+    /// The configured total: the sum of the configured shares, what
+    /// [`capacity`](Self::capacity) is until a [`resize`](Self::resize).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 2)], StdClock);
+    /// b.resize(4).unwrap();
+    /// assert_eq!((b.capacity(), b.configured_capacity()), (4, 5));
+    /// ```
+    pub fn configured_capacity(&self) -> usize {
+        self.shares.iter().fold(0usize, |t, &s| t.saturating_add(s))
+    }
+
+    /// The largest total [`resize`](Self::resize) takes: the larger of
+    /// [`Bulkhead::MAX_PERMITS`] and the configured total (no room can
+    /// then exceed [`Bulkhead::MAX_PERMITS`]: each is at most the total,
+    /// or at most its configured share).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::Bulkhead;
+    /// use watertight::clock::StdClock;
+    /// use watertight::partition::PartitionedBulkhead;
+    ///
+    /// let b = PartitionedBulkhead::new("db", [("web", 3), ("jobs", 2)], StdClock);
+    /// assert_eq!(b.max_capacity(), Bulkhead::<StdClock>::MAX_PERMITS);
+    /// assert!(b.resize(b.max_capacity() + 1).is_err());
+    /// ```
+    pub fn max_capacity(&self) -> usize {
+        self.configured_capacity().max(Bulkhead::<C>::MAX_PERMITS)
+    }
+}
+
+/// The rooms' capacities of a partitioned bulkhead whose classes were
+/// configured with `shares` (class `0` the most important), at a total of
+/// `total` slots: what [`PartitionedBulkhead::resize`] applies. `None` if
+/// `total` is below `K` (every room keeps at least 1 slot, so that every
+/// class has a room to wait in), if a share is 0, or if `K` is 0.
+///
+/// With `S` the sum of the shares:
+///
+/// - `total` ≤ `S`: the `S − total` slots are taken from the last class's
+///   room first, down to 1 slot, then from the class before it, and so on.
+///   The most important class loses slots last and, the total rising,
+///   gets its share back first.
+/// - `total` > `S`: each room gets a part of `total` in proportion to its
+///   share, in whole slots by the D'Hondt (Jefferson) method, ties to the
+///   more important class. Every room then has at least its share, and,
+///   as below `S`, **no room ever shrinks when the total grows** (the
+///   largest-remainder rounding of [`from_percent`](PartitionedBulkhead::from_percent)
+///   can take a slot from one class when the total grows by one, the
+///   "Alabama paradox": a limit moving up by one should move one room up
+///   by one).
+///
+/// Why in proportion, rather than everything to class `0`: the shares say
+/// how the capacity is divided under overload; a backend found to take
+/// twice as much is no reason to change that division, and class `0` may
+/// borrow whatever the others leave idle anyway.
+///
+/// Pure arithmetic in `u128`: no overflow, no panic, for any input.
+///
+/// # Examples
+///
+/// ```
+/// use watertight::partition::room_capacities;
+///
+/// let shares = [5, 3, 2];
+/// assert_eq!(room_capacities(&shares, 10), Some([5, 3, 2]));
+/// assert_eq!(room_capacities(&shares, 9), Some([5, 3, 1])); // the last class first
+/// assert_eq!(room_capacities(&shares, 7), Some([5, 1, 1])); // then the one before
+/// assert_eq!(room_capacities(&shares, 3), Some([1, 1, 1])); // 1 slot each at least
+/// assert_eq!(room_capacities(&shares, 2), None);
+/// assert_eq!(room_capacities(&shares, 13), Some([7, 4, 2])); // in proportion
+/// assert_eq!(room_capacities(&shares, 20), Some([10, 6, 4]));
+/// ```
+pub const fn room_capacities<const K: usize>(
+    shares: &[usize; K],
+    total: usize,
+) -> Option<[usize; K]> {
+    if K == 0 || total < K {
+        return None;
+    }
+    let mut configured: u128 = 0;
+    let mut i = 0;
+    while i < K {
+        if shares[i] == 0 {
+            return None;
+        }
+        configured += shares[i] as u128;
+        i += 1;
+    }
+    let mut rooms = *shares;
+    let wanted = total as u128;
+    if wanted <= configured {
+        // Shed from the last class's room up, each down to 1 slot.
+        let mut deficit = configured - wanted;
+        let mut i = K;
+        while deficit > 0 && i > 0 {
+            i -= 1;
+            let spare = (shares[i] - 1) as u128;
+            let take = if deficit < spare { deficit } else { spare };
+            // `take` is at most `shares[i] - 1`: it fits.
+            rooms[i] = shares[i] - take as usize;
+            deficit -= take;
+        }
+    } else {
+        // D'Hondt: the floor of each exact part (which D'Hondt never goes
+        // below), then each slot left (fewer than K) to the class with the
+        // highest share ÷ (slots + 1), ties to the more important.
+        let mut given: u128 = 0;
+        let mut i = 0;
+        while i < K {
+            // At most `total`: it fits.
+            let part = wanted * shares[i] as u128 / configured;
+            rooms[i] = part as usize;
+            given += part;
+            i += 1;
+        }
+        let mut left = wanted - given;
+        while left > 0 {
+            let mut best = 0;
+            let mut j = 1;
+            while j < K {
+                if shares[j] as u128 * (rooms[best] as u128 + 1)
+                    > shares[best] as u128 * (rooms[j] as u128 + 1)
+                {
+                    best = j;
+                }
+                j += 1;
+            }
+            rooms[best] += 1;
+            left -= 1;
+        }
+    }
+    Some(rooms)
 }
 
 impl<C, const K: usize> fmt::Debug for PartitionedBulkhead<C, K> {
