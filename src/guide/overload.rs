@@ -85,6 +85,31 @@
 //! (the full table per class is on
 //! [`PartitionedBulkhead`](crate::partition#under-overload)).
 //!
+//! # When the limit falls
+//!
+//! [`PartitionedBulkhead::resize`](crate::partition::PartitionedBulkhead::resize)
+//! moves the total and sheds the least important class first (down to one
+//! slot each, so every class keeps a room to wait in); rising again, the
+//! most important class gets its share back first, and above the
+//! configured total the rooms grow in proportion to the shares. An
+//! [`AdaptiveLimit`](crate::limit::AdaptiveLimit) drives it as it drives a
+//! plain bulkhead. In the same simulation's adaptive run (the backend loses
+//! 3 of its 10 workers after 1 s; an AIMD limit over 100 ms windows,
+//! offered 2×), once the limit has settled at 7–8:
+//!
+//! | | checkout's calls served | its room | browse's room | export's room |
+//! |---|---|---|---|---|
+//! | one adaptive FIFO bulkhead | 25 % | – | – | – |
+//! | adaptive, partitioned 50 / 30 / 20 | **93 %** | 5 (its share) | 1–2 | 1 |
+//!
+//! The 7 % checkout loses is AIMD's probe one slot above the 7 workers:
+//! the probe's slot is always the one class with a free slot of its own.
+//!
+//! In tower, `tower::PartitionLayer` (feature `tower`) picks the
+//! class by a function of the request (a header, a route) and answers a
+//! refusal with an error a server maps to 503; `PartitionExporter`
+//! (feature `metrics`) exports each class's numbers.
+//!
 //! # What it costs
 //!
 //! ```sh

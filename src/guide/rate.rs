@@ -46,6 +46,23 @@
 //! assert_eq!(uplink.check().unwrap_err().retry_after(), Some(Duration::from_millis(100)));
 //! ```
 //!
+//! # Which clock
+//!
+//! A check reads the clock every time, and on a server the read can cost
+//! more than the rest of the check:
+//!
+//! | clock | a read | a `check()` (admitted, this machine) | pick it for |
+//! |---|---|---|---|
+//! | `StdClock` (feature `std`) | `clock_gettime`, 20–55 ns on this virtual machine | 25–30 ns | a check per request of a modest service |
+//! | `QuantaClock` (feature `quanta`) | the CPU's counter, scaled (governor's clock) | 21 ns, even with governor | a busy server that wants nanosecond resolution |
+//! | `CoarseClock` (feature `std`) | one relaxed load, refreshed every 1 ms | 10–12 ns, half of governor's | a busy server whose emission interval is well above 1 ms |
+//! | `EmbassyClock` (feature `embassy`) | the chip's tick | – | firmware |
+//!
+//! The figures and how they were taken: [benchmarks](super::benchmarks).
+//! To wait for cells the limiter needs a [`Timer`](crate::clock::Timer)
+//! clock (`TokioClock`, `AsyncIoClock`, `EmbassyClock`); a check never
+//! waits, so any clock serves it.
+//!
 //! # Keyed limits with bounded memory
 //!
 //! `KeyedRateLimiter<K, C, SETS>` holds one TAT per key, stepped exactly as
