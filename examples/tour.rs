@@ -3,8 +3,8 @@
 //! to the fast one's callers, what a breaker does when the slow one goes
 //! down, and how a handler with a request budget still answers in time when
 //! one of the systems it calls degrades; then the same limits as tower
-//! middleware and as Prometheus metrics, retries within the budget, and a
-//! rate limit both ways.
+//! middleware and as Prometheus metrics, retries within the budget, a
+//! rate limit both ways, and classes of callers with guaranteed shares.
 //!
 //! Run: `cargo run --example tour --features tokio,tower,metrics`
 //!
@@ -131,6 +131,18 @@
 //! the milliseconds are measured (a burst that takes longer than 20 ms to
 //! arrive earns one more cell).
 
+//!
+//! Act 10 is who gets a slot under overload, on a server of its own:
+//! `GET /search` with 5 slots in front of it, once as one FIFO bulkhead and
+//! once as a `PartitionedBulkhead` (checkout promised 3, export 2,
+//! `tower::PartitionLayer`, the class from an `x-class` header). The
+//! handler holds each call until the act lets it go. 8 export calls come
+//! first (5 take every slot, 3 wait), then 3 checkout calls (they wait);
+//! the act lets the first 5 go and counts who got the freed slots: with
+//! one queue, the export calls that came first; with partitions, checkout
+//! gets its 3 back, ahead of the export calls that waited longer. Counts,
+//! not times: every step waits for the server's own counters.
+
 #[cfg(feature = "redis")]
 #[path = "global_limit/demo.rs"]
 mod global_limit;
@@ -160,10 +172,14 @@ use watertight::breaker::{
 use watertight::clock::{self, Clock, TokioClock};
 use watertight::deadline::Deadline;
 use watertight::metrics::{BulkheadExporter, PolicyExporter};
+use watertight::partition::PartitionedBulkhead;
 use watertight::policy::ErrorKind;
 use watertight::rate::{Quota, RateLimiter};
 use watertight::retry::RetryConfig;
-use watertight::tower::{BulkheadError, BulkheadLayer, RateLimitError, RateLimitLayer};
+use watertight::tower::{
+    BulkheadError, BulkheadLayer, PartitionLayer, PartitionServiceError, RateLimitError,
+    RateLimitLayer,
+};
 use watertight::{AcquireError, BreakerConfig, Bulkhead, CallError, CircuitBreaker};
 use watertight::{OwnedPermit, Policy, PolicyConfig, Rejection};
 
@@ -984,6 +1000,7 @@ async fn main() -> ExitCode {
     let code = act_7().await;
     act_8().await;
     act_9().await;
+    act_10().await;
     code
 }
 
@@ -1812,5 +1829,173 @@ async fn act_9() {
         arrivals.searches.load(SeqCst),
         m.admitted,
         m.refused
+    );
+}
+
+// ---------------------------------------------------------------- act 10
+
+/// Act 10's partitioned slots: checkout promised 3, export 2.
+static SEARCH_CLASSES: PartitionedBulkhead<TokioClock, 2> =
+    PartitionedBulkhead::new("search", [("checkout", 3), ("export", 2)], TokioClock);
+const CHECKOUT_CALLS: usize = 3;
+const EXPORT_CALLS: usize = 8;
+
+/// Act 10's server state: a gate the act opens (a handler holds its slot
+/// until it gets a permit), and who reached the handler, in order.
+struct Held {
+    gate: tokio::sync::Semaphore,
+    reached: std::sync::Mutex<Vec<&'static str>>,
+}
+
+fn class_of(headers: &HeaderMap) -> &'static str {
+    match headers.get("x-class") {
+        Some(v) if v == "checkout" => "checkout",
+        _ => "export",
+    }
+}
+
+async fn held_search(State(held): State<Arc<Held>>, headers: HeaderMap) -> &'static str {
+    held.reached
+        .lock()
+        .expect("reached")
+        .push(class_of(&headers));
+    held.gate.acquire().await.expect("gate").forget();
+    "results"
+}
+
+/// The partitioned route's refusal: 503 under load, 500 for a class the
+/// bulkhead has not.
+async fn shed_class(err: PartitionServiceError<Infallible>) -> StatusCode {
+    if err.is_refusal() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
+async fn shed_fifo(_: BulkheadError<Infallible>) -> StatusCode {
+    StatusCode::SERVICE_UNAVAILABLE
+}
+
+/// Waits (at most 5 s) until `done` holds, checking every millisecond.
+async fn until(mut done: impl FnMut() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(5);
+    while !done() && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// One run of act 10 on `path`: the export calls, then the checkout calls,
+/// then the first five let go; who reached the handler next.
+async fn act_10_run(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    held: &Held,
+    waiting: impl Fn() -> usize,
+) -> (Vec<&'static str>, Vec<u16>) {
+    let send = |class: &'static str| {
+        let request = client.get(format!("{base}{path}")).header("x-class", class);
+        tokio::spawn(async move { request.send().await.map(|r| r.status().as_u16()) })
+    };
+    let mut calls: Vec<_> = (0..EXPORT_CALLS).map(|_| send("export")).collect();
+    until(|| held.reached.lock().expect("reached").len() == 5 && waiting() == EXPORT_CALLS - 5)
+        .await;
+    calls.extend((0..CHECKOUT_CALLS).map(|_| send("checkout")));
+    until(|| waiting() == EXPORT_CALLS - 5 + CHECKOUT_CALLS).await;
+    held.gate.add_permits(5);
+    until(|| held.reached.lock().expect("reached").len() == 10).await;
+    let next = held.reached.lock().expect("reached")[5..10].to_vec();
+    held.gate.add_permits(EXPORT_CALLS + CHECKOUT_CALLS);
+    let mut statuses = Vec::new();
+    for call in calls {
+        statuses.push(call.await.expect("request task").unwrap_or(0));
+    }
+    (next, statuses)
+}
+
+/// Act 10: who gets the slots under overload, one FIFO queue against
+/// classes with guaranteed shares.
+async fn act_10() {
+    let fifo_held = Arc::new(Held {
+        gate: tokio::sync::Semaphore::new(0),
+        reached: std::sync::Mutex::default(),
+    });
+    let parts_held = Arc::new(Held {
+        gate: tokio::sync::Semaphore::new(0),
+        reached: std::sync::Mutex::default(),
+    });
+    let fifo = Arc::new(Bulkhead::new("search", 5, TokioClock));
+    let app = Router::new()
+        .route(
+            "/fifo/search",
+            get(held_search).with_state(fifo_held.clone()).route_layer(
+                ServiceBuilder::new()
+                    .layer(HandleErrorLayer::new(shed_fifo))
+                    .layer(BulkheadLayer::new(fifo.clone()).max_wait(Duration::from_secs(5))),
+            ),
+        )
+        .route(
+            "/classes/search",
+            get(held_search).with_state(parts_held.clone()).route_layer(
+                ServiceBuilder::new()
+                    .layer(HandleErrorLayer::new(shed_class))
+                    .layer(
+                        PartitionLayer::new(&SEARCH_CLASSES, |req: &axum::extract::Request| {
+                            usize::from(class_of(req.headers()) == "export")
+                        })
+                        .max_wait(Duration::from_secs(5)),
+                    ),
+            ),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let base = format!("http://{}", listener.local_addr().expect("local address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("HTTP client");
+
+    header(
+        "Act 10: who gets a slot under overload — one FIFO queue, then checkout 3 / export 2",
+        &format!(
+            "GET /search, 5 slots, each call held until the act lets it go; {EXPORT_CALLS} export calls \
+             (5 in, 3 waiting), then {CHECKOUT_CALLS} checkout calls (waiting); then the first 5 let go"
+        ),
+    );
+    let (next, statuses) = act_10_run(&client, &base, "/fifo/search", &fifo_held, || {
+        fifo.waiting()
+    })
+    .await;
+    let count = |v: &[&str], c: &str| v.iter().filter(|&&x| x == c).count();
+    println!(
+        "  one Bulkhead of 5 (FIFO):          the 5 freed slots went to {} export, {} checkout; {} of {} answered 200",
+        count(&next, "export"),
+        count(&next, "checkout"),
+        statuses.iter().filter(|&&s| s == 200).count(),
+        statuses.len()
+    );
+    let waiting = || {
+        (0..2)
+            .filter_map(|c| SEARCH_CLASSES.class_metrics(c))
+            .map(|m| m.waiting)
+            .sum()
+    };
+    let (next, statuses) =
+        act_10_run(&client, &base, "/classes/search", &parts_held, waiting).await;
+    let export = SEARCH_CLASSES.class_metrics(1).expect("export");
+    println!(
+        "  PartitionedBulkhead (3 / 2):       the 5 freed slots went to {} export, {} checkout; {} of {} answered 200",
+        count(&next, "export"),
+        count(&next, "checkout"),
+        statuses.iter().filter(|&&s| s == 200).count(),
+        statuses.len()
+    );
+    println!(
+        "  -> with one queue checkout waits behind the export calls that came first; with partitions \
+         it gets back its 3 slots, which export had borrowed ({} borrowed), ahead of them",
+        export.borrowed
     );
 }

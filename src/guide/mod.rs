@@ -8,7 +8,7 @@
 //!
 //! | page | what it covers |
 //! |---|---|
-//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its nine acts with its output |
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its ten acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |

@@ -1,9 +1,9 @@
-//! The tour: nine acts on real loopback HTTP, and what each one shows.
+//! The tour: ten acts on real loopback HTTP, and what each one shows.
 //!
 //! # Run it
 //!
 //! ```sh
-//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget and a rate limit both ways on real loopback HTTP (axum + reqwest); about 5 s, after a first build of under 90 s
+//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget, a rate limit both ways and classes of callers with guaranteed shares on real loopback HTTP (axum + reqwest); about 5 s, after a first build of under 90 s
 //! cargo run --example tour --features tokio,tower,metrics
 //! # ... and act 7, one limit across processes on Redis (rustc 1.88, redis-server on PATH)
 //! cargo run --example tour --features tokio,tower,metrics,redis
@@ -212,3 +212,27 @@
 //! not 15, by 100 ms.) `tests/tour_http.rs` runs the same act on a
 //! `ManualClock`: 10 at once, then exactly 5 per 100 ms advanced; 10 answers
 //! and 15 × `429` inbound.
+//!
+//! **Act 10: who gets a slot under overload**
+//! ([`PartitionedBulkhead`](crate::partition::PartitionedBulkhead),
+//! `tower::PartitionLayer`). `GET /search` has 5 slots in front of it,
+//! once as one FIFO [`Bulkhead`](crate::Bulkhead) and once partitioned
+//! (checkout promised 3, export 2; the class from an `x-class` header); the
+//! handler holds each call until the act lets it go. 8 export calls come
+//! first: 5 take every slot (with partitions, 3 of them borrowed from
+//! checkout's idle room) and 3 wait; then 3 checkout calls wait too. The act
+//! lets the first 5 go and counts who reached the handler next: with one
+//! queue the export calls that came first; with partitions checkout gets
+//! its 3 slots back, ahead of the export calls that waited longer. Every
+//! step waits for the server's counters, not for time, so the counts are
+//! the same every run:
+//!
+//! ```text
+//! == Act 10: who gets a slot under overload — one FIFO queue, then checkout 3 / export 2
+//!   one Bulkhead of 5 (FIFO):          the 5 freed slots went to 3 export, 2 checkout; 11 of 11 answered 200
+//!   PartitionedBulkhead (3 / 2):       the 5 freed slots went to 2 export, 3 checkout; 11 of 11 answered 200
+//!   -> with one queue checkout waits behind the export calls that came first; with partitions it gets back its 3 slots, which export had borrowed (3 borrowed), ahead of them
+//! ```
+//!
+//! `tests/partition_http.rs` asserts the same over HTTP: a critical class
+//! gets its lent slots back ahead of batch requests that queued earlier.
