@@ -90,6 +90,9 @@ mod check;
 #[path = "model/breaker.rs"]
 mod model;
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use std::time::Duration;
 
 use model::{run, Breaker, Cfg, Op, Step, Win, MS};
@@ -296,19 +299,8 @@ fn ops(kinds: &'static [(u32, Kind)]) -> impl Strategy<Value = Vec<Op>> {
     vec(op(kinds), 0..=60)
 }
 
-/// 10,000 cases by default, 20 under Miri; `PROPTEST_CASES` overrides both
-/// (`with_cases` alone would ignore it).
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 20 } else { 10_000 })
-    };
-    if cfg!(miri) {
-        // No file system under Miri's isolation.
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(10000, 20)
 }
 
 proptest! {

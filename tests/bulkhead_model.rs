@@ -42,6 +42,8 @@
 //! with the bulkhead fuzz target; this file draws the cases.
 
 mod common;
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
 #[macro_use]
 #[path = "model/check.rs"]
 mod check;
@@ -96,19 +98,8 @@ fn ops(waiter_n: BoxedStrategy<usize>) -> impl Strategy<Value = Vec<Op>> {
     vec(op(waiter_n), 0..=60)
 }
 
-/// 2,000 cases per property by default, 20 under Miri; `PROPTEST_CASES`
-/// overrides both (`with_cases` alone would ignore it).
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 20 } else { 2000 })
-    };
-    if cfg!(miri) {
-        // No file system under Miri's isolation.
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(2000, 20)
 }
 
 proptest! {

@@ -27,6 +27,8 @@
 //! 4. teardown gives every slot back.
 
 mod common;
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -451,15 +453,7 @@ fn unrefused(e: PartitionError) -> AcquireError {
 }
 
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 10 } else { 1000 })
-    };
-    if cfg!(miri) {
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(1000, 10)
 }
 
 proptest! {

@@ -19,6 +19,8 @@
 //! by `tests/model/rate.rs`'s `check_windows` over the instants the
 //! limiter admitted, eviction or not.
 mod common;
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
 #[macro_use]
 #[path = "model/check.rs"]
 mod check;
@@ -275,17 +277,8 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
-/// 1,000 cases by default, 20 under Miri; `PROPTEST_CASES` overrides both.
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 20 } else { 1000 })
-    };
-    if cfg!(miri) {
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(1000, 20)
 }
 
 proptest! {

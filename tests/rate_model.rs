@@ -32,6 +32,8 @@
 //! `regression_middle_refund_would_break_the_window` is the case, and with
 //! that rule in both the limiter and the reference the proptest fails it.
 mod common;
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
 #[macro_use]
 #[path = "model/check.rs"]
 mod check;
@@ -86,17 +88,8 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
-/// 2,000 cases by default, 20 under Miri; `PROPTEST_CASES` overrides both.
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 20 } else { 2000 })
-    };
-    if cfg!(miri) {
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(2000, 20)
 }
 
 proptest! {

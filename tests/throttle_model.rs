@@ -17,6 +17,9 @@ mod check;
 #[path = "model/throttle.rs"]
 mod model;
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use model::{run, Op, Spec};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -62,17 +65,8 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
-/// 1,000 cases by default, 10 under Miri; `PROPTEST_CASES` overrides both.
 fn config() -> ProptestConfig {
-    let mut config = if std::env::var_os("PROPTEST_CASES").is_some() {
-        ProptestConfig::default()
-    } else {
-        ProptestConfig::with_cases(if cfg!(miri) { 10 } else { 1000 })
-    };
-    if cfg!(miri) {
-        config.failure_persistence = None;
-    }
-    config
+    proptest_config::cases(1000, 10)
 }
 
 proptest! {
