@@ -91,6 +91,24 @@
 //! the flat form follows the `cb_` and `retry_` keys. A request for more
 //! cells than the burst is that request's error, not the config's.
 //!
+//! # Partition ([`PartitionShares`])
+//!
+//! | key | unit | default |
+//! |---|---|---|
+//! | `shares` | slots per class, `K` of them | required, or `capacity` and `percent` |
+//! | `capacity` | slots, split by `percent` | |
+//! | `percent` | percent of `capacity` per class, `K` of them, adding up to 100 | |
+//! | `max_waiters` | calls of each class waiting | no bound |
+//!
+//! Numbers only: the class names are `&'static str` in code, and
+//! [`PartitionedBulkhead::from_shares`](crate::partition::PartitionedBulkhead::from_shares)
+//! pairs them. A list is a sequence or a comma-separated string (an
+//! environment variable: `SEARCH_PARTITION_SHARES=5,3,2` read with
+//! `envy::prefixed("SEARCH_PARTITION_")`, as `RATE_CELLS` is read for a
+//! [`Quota`]). Checked as it is read (the wrong count, naming `K`, a zero
+//! share, a percentage rounding to none, a sum other than 100, values
+//! above the maximums, both forms), so that a value read always builds.
+//!
 //! # Durations
 //!
 //! A number is seconds, whole or not (`30`, `0.25`, as Python settings such

@@ -56,7 +56,10 @@
 //!   has no time to wait.
 //! - Shares are whole slots, each at least 1
 //!   ([`from_percent`](PartitionedBulkhead::from_percent) rounds
-//!   percentages of a capacity to slots).
+//!   percentages of a capacity to slots). Read from configuration, they
+//!   are a [`PartitionShares`] (with `serde`, from any format or the
+//!   environment), which [`from_shares`](PartitionedBulkhead::from_shares)
+//!   pairs with the class names given in code.
 //!
 //! # Shedding
 //!
