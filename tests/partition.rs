@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::Task;
 use watertight::clock::{ManualClock, StdClock};
-use watertight::partition::{PartitionConfigError, PartitionError, PartitionedBulkhead};
+use watertight::partition::{
+    PartitionConfigError, PartitionError, PartitionShares, PartitionedBulkhead,
+};
 use watertight::AcquireError;
 
 const MS: Duration = Duration::from_millis(1);
@@ -304,6 +306,103 @@ fn percentages_round_to_whole_slots_that_add_up_to_the_capacity() {
             .unwrap();
     assert_eq!((b.share(0), b.share(1), b.share(2)), (5, 3, 2));
     assert_eq!((b.class_name(2), b.class_of("b")), (Some("c"), Some(1)));
+}
+
+#[test]
+fn from_shares_builds_as_try_new_and_from_percent_do() {
+    let classes = ["critical", "default", "batch"];
+    let b = PartitionedBulkhead::from_shares(
+        "api",
+        classes,
+        PartitionShares::slots([5, 3, 2]),
+        StdClock,
+    )
+    .unwrap();
+    assert_eq!(
+        (b.share(0), b.share(1), b.share(2), b.capacity()),
+        (5, 3, 2, 10)
+    );
+    assert_eq!(
+        (b.class_name(2), b.room(0).unwrap().max_waiters()),
+        (Some("batch"), None)
+    );
+    // Percentages: the same slots as from_percent, at every capacity.
+    for capacity in 3..200 {
+        let shares = PartitionShares::percent(capacity, [50, 30, 20]);
+        let b = PartitionedBulkhead::from_shares("api", classes, shares, StdClock).unwrap();
+        let p = PartitionedBulkhead::from_percent(
+            "api",
+            capacity,
+            [("critical", 50), ("default", 30), ("batch", 20)],
+            StdClock,
+        )
+        .unwrap();
+        let got = [b.share(0), b.share(1), b.share(2)];
+        assert_eq!(got, [p.share(0), p.share(1), p.share(2)], "{capacity}");
+        assert_eq!(shares.class_slots(), Some(got));
+        assert_eq!((b.capacity(), shares.capacity()), (capacity, capacity));
+    }
+    // The waiter bound, on every room.
+    let shares = PartitionShares::slots([2, 1]).with_max_waiters(1);
+    let b = PartitionedBulkhead::from_shares("db", ["web", "jobs"], shares, StdClock).unwrap();
+    assert_eq!(b.room(0).unwrap().max_waiters(), Some(1));
+    assert_eq!(b.room(1).unwrap().max_waiters(), Some(1));
+}
+
+#[test]
+fn from_shares_names_the_class_at_fault() {
+    let classes = ["web", "jobs"];
+    let build = |shares| PartitionedBulkhead::from_shares("db", classes, shares, StdClock);
+    assert_eq!(
+        build(PartitionShares::slots([3, 0])).unwrap_err(),
+        PartitionConfigError::ZeroShare { class: "jobs" }
+    );
+    let max = watertight::Bulkhead::<()>::MAX_PERMITS;
+    assert_eq!(
+        build(PartitionShares::slots([max + 1, 1])).unwrap_err(),
+        PartitionConfigError::ShareTooLarge {
+            class: "web",
+            requested: max + 1,
+            max
+        }
+    );
+    assert_eq!(
+        build(PartitionShares::percent(10, [60, 60])).unwrap_err(),
+        PartitionConfigError::PercentNot100 { sum: 120 }
+    );
+    // A percentage that rounds to no slot.
+    assert_eq!(
+        build(PartitionShares::percent(1, [50, 50])).unwrap_err(),
+        PartitionConfigError::ZeroShare { class: "jobs" }
+    );
+    // The capacity is the system's.
+    assert_eq!(
+        build(PartitionShares::percent(max + 1, [50, 50])).unwrap_err(),
+        PartitionConfigError::ShareTooLarge {
+            class: "db",
+            requested: max + 1,
+            max
+        }
+    );
+    let waiters = watertight::Bulkhead::<()>::MAX_WAITERS;
+    let err = build(PartitionShares::slots([1, 1]).with_max_waiters(waiters + 1)).unwrap_err();
+    assert_eq!(
+        err,
+        PartitionConfigError::MaxWaitersTooLarge {
+            requested: waiters + 1,
+            max: waiters
+        }
+    );
+    assert!(err.to_string().contains("above the maximum"), "{err}");
+    let b = build(PartitionShares::slots([1, 1]).with_max_waiters(waiters)).unwrap();
+    assert_eq!(b.room(1).unwrap().max_waiters(), Some(waiters));
+    assert_eq!(
+        PartitionedBulkhead::<_, 0>::from_shares("none", [], PartitionShares::slots([]), StdClock)
+            .unwrap_err(),
+        PartitionConfigError::NoClasses
+    );
+    assert_eq!(PartitionShares::slots([3, 0]).class_slots(), None);
+    assert_eq!(PartitionShares::percent(10, [60, 60]).class_slots(), None);
 }
 
 /// Real threads, every class hammering: the total never passes the

@@ -110,6 +110,45 @@
 //! refusal with an error a server maps to 503; `PartitionExporter`
 //! (feature `metrics`) exports each class's numbers.
 //!
+//! # From configuration
+//!
+//! The class names are code (`&'static str`, matched by the tower layer's
+//! function and carried by metrics); the numbers are configuration: a
+//! [`PartitionShares`](crate::partition::PartitionShares) holds either
+//! slots per class (`shares`) or percentages of a capacity (`capacity` and
+//! `percent`), and optionally `max_waiters`, and
+//! [`PartitionedBulkhead::from_shares`](crate::partition::PartitionedBulkhead::from_shares)
+//! puts the two together. With `serde` it is read from any format or from
+//! environment variables, a list as a comma-separated string there, and
+//! checked as it is read: a list of other than one entry per class, a
+//! share of 0, percentages not adding up to 100 or both forms at once are
+//! refused naming the key, so a value read always builds.
+//!
+//! ```
+//! # #[cfg(feature = "serde")] {
+//! use watertight::clock::StdClock;
+//! use watertight::partition::{PartitionShares, PartitionedBulkhead};
+//!
+//! // SEARCH_PARTITION_CAPACITY=10 SEARCH_PARTITION_PERCENT=50,30,20
+//! let env = [("SEARCH_PARTITION_CAPACITY", "10"), ("SEARCH_PARTITION_PERCENT", "50,30,20")]
+//!     .map(|(k, v)| (k.to_string(), v.to_string()));
+//! let shares: PartitionShares<3> = envy::prefixed("SEARCH_PARTITION_").from_iter(env).unwrap();
+//! let search = PartitionedBulkhead::from_shares(
+//!     "search",
+//!     ["checkout", "browse", "export"],
+//!     shares,
+//!     StdClock,
+//! )
+//! .unwrap();
+//! assert_eq!((search.share(0), search.share(1), search.share(2)), (5, 3, 2));
+//!
+//! // Two numbers for three classes: refused, naming the key and the count.
+//! let env = [("SEARCH_PARTITION_SHARES".to_string(), "8,2".to_string())];
+//! let err = envy::prefixed("SEARCH_PARTITION_").from_iter::<_, PartitionShares<3>>(env).unwrap_err();
+//! assert!(err.to_string().contains("`shares`: 2 entries, expected 3"), "{err}");
+//! # }
+//! ```
+//!
 //! # What it costs
 //!
 //! ```sh

@@ -56,7 +56,10 @@
 //!   has no time to wait.
 //! - Shares are whole slots, each at least 1
 //!   ([`from_percent`](PartitionedBulkhead::from_percent) rounds
-//!   percentages of a capacity to slots).
+//!   percentages of a capacity to slots). Read from configuration, they
+//!   are a [`PartitionShares`] (with `serde`, from any format or the
+//!   environment), which [`from_shares`](PartitionedBulkhead::from_shares)
+//!   pairs with the class names given in code.
 //!
 //! # Shedding
 //!
@@ -130,6 +133,11 @@ use crate::bulkhead::{AcquireError, Bulkhead, Permit};
 use crate::clock::{Instant, Timer};
 use crate::futures::AcquireUntil;
 use crate::sync::{const_fn, AtomicBool, AtomicUsize, Ordering};
+
+mod config;
+pub use config::PartitionShares;
+#[cfg(feature = "serde")]
+pub(crate) use config::SharesFault;
 
 /// A bulkhead of `K` classes, each with a guaranteed share (its room) and
 /// the right to borrow idle slots of the others. See the
@@ -250,8 +258,10 @@ impl From<AcquireError> for PartitionError {
     }
 }
 
-/// Why [`PartitionedBulkhead::try_new`] or
-/// [`from_percent`](PartitionedBulkhead::from_percent) made no bulkhead.
+/// Why [`PartitionedBulkhead::try_new`],
+/// [`from_percent`](PartitionedBulkhead::from_percent) or
+/// [`from_shares`](PartitionedBulkhead::from_shares) made no bulkhead, or
+/// [`resize`](PartitionedBulkhead::resize) refused a total.
 ///
 /// # Examples
 ///
@@ -287,6 +297,14 @@ pub enum PartitionConfigError {
         /// Their sum.
         sum: u32,
     },
+    /// A bound on waiters above [`Bulkhead::MAX_WAITERS`]
+    /// ([`PartitionShares::with_max_waiters`]).
+    MaxWaitersTooLarge {
+        /// The bound asked for.
+        requested: usize,
+        /// [`Bulkhead::MAX_WAITERS`] on this target.
+        max: usize,
+    },
     /// A total capacity ([`resize`](PartitionedBulkhead::resize)) below one
     /// slot per class: every class keeps at least 1 slot, a room to wait
     /// in.
@@ -319,6 +337,10 @@ impl fmt::Display for PartitionConfigError {
             PartitionConfigError::PercentNot100 { sum } => {
                 write!(f, "class percentages add up to {sum}, not 100")
             }
+            PartitionConfigError::MaxWaitersTooLarge { requested, max } => write!(
+                f,
+                "a bound of {requested} waiters per class is above the maximum of {max}"
+            ),
             PartitionConfigError::CapacityBelowClasses { requested, classes } => write!(
                 f,
                 "a total of {requested} slots is below 1 slot for each of the {classes} classes"
@@ -711,42 +733,10 @@ impl<C: Clone, const K: usize> PartitionedBulkhead<C, K> {
         classes: [(&'static str, u8); K],
         clock: C,
     ) -> Result<Self, PartitionConfigError> {
-        if K == 0 {
-            return Err(PartitionConfigError::NoClasses);
-        }
-        let sum: u32 = classes.iter().map(|&(_, p)| u32::from(p)).sum();
-        if sum != 100 {
-            return Err(PartitionConfigError::PercentNot100 { sum });
-        }
-        if capacity > Bulkhead::<()>::MAX_PERMITS {
-            return Err(PartitionConfigError::ShareTooLarge {
-                class: name,
-                requested: capacity,
-                max: Bulkhead::<()>::MAX_PERMITS,
-            });
-        }
-        // Largest remainder: floor shares, then one more slot to the
-        // largest remainders (ties to the more important class).
-        let mut shares = [(classes[0].0, 0usize); K];
-        let mut rest = [0usize; K];
-        let mut given = 0;
-        for (i, &(class, p)) in classes.iter().enumerate() {
-            let exact = capacity * usize::from(p);
-            shares[i] = (class, exact / 100);
-            rest[i] = exact % 100;
-            given += exact / 100;
-        }
-        for _ in given..capacity {
-            let mut best = 0;
-            for i in 1..K {
-                if rest[i] > rest[best] {
-                    best = i;
-                }
-            }
-            shares[best].1 += 1;
-            rest[best] = 0;
-        }
-        Self::try_new(name, shares, clock)
+        let names = classes.map(|(class, _)| class);
+        let slots = config::percent_slots(capacity, &classes.map(|(_, p)| p))
+            .map_err(|f| f.named(name, &names))?;
+        Self::try_new(name, core::array::from_fn(|i| (names[i], slots[i])), clock)
     }
 }
 
