@@ -156,14 +156,15 @@
 //! ```
 //!
 //! `try_acquire` + drop, one thread, the median of 21 interleaved rounds of
-//! 2 000 000 (the 2-core machine shared with two builds):
+//! 2 000 000, in two runs (run 1 with two builds beside it on the 2-core
+//! machine, run 2 with the machine otherwise idle):
 //!
-//! | | ns | ÷ plain |
-//! |---|---|---|
-//! | `Bulkhead::try_acquire`, 16 slots | 15.44 | 1.00× |
-//! | `PartitionedBulkhead::try_acquire`, its own room free | 16.20 | **1.05×** |
-//! | the same, its room full: a slot borrowed from the next room | 20.26 | 1.31× |
-//! | `tokio::sync::Semaphore::try_acquire` (one per class, the usual alternative) | 22.13 | 1.43× |
+//! | | run 1 ns | ÷ plain | run 2 ns | ÷ plain |
+//! |---|---|---|---|---|
+//! | `Bulkhead::try_acquire`, 16 slots | 15.44 | 1.00× | 16.24 | 1.00× |
+//! | `PartitionedBulkhead::try_acquire`, its own room free | 16.20 | **1.05×** | 17.30 | **1.07×** |
+//! | the same, its room full: a slot borrowed from the next room | 20.26 | 1.31× | 21.38 | 1.32× |
+//! | `tokio::sync::Semaphore::try_acquire` (one per class, the usual alternative) | 22.13 | 1.43× | 23.34 | 1.44× |
 //!
 //! The own-room path is the bulkhead's compare-and-swap plus a class index
 //! and, on release, one load of the partition's waiter count; borrowing
