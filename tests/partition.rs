@@ -444,3 +444,44 @@ fn the_bound_holds_across_threads() {
         .sum();
     assert_eq!(accepted, ADMITTED.load(Ordering::Relaxed));
 }
+
+/// Owned permits (an `Arc` of the bulkhead): they move into other threads,
+/// give their slot back to the room it came from, and a borrowed one's
+/// release wakes a waiting class, as the borrowed form does.
+#[test]
+fn owned_permits_move_across_threads_and_hand_back_like_borrowed_ones() {
+    use std::sync::Arc;
+    let clock = Arc::new(ManualClock::new());
+    let b = Arc::new(
+        PartitionedBulkhead::try_new("db", [("web", 1), ("jobs", 1)], clock.clone()).unwrap(),
+    );
+    let own = b.try_acquire_owned(1).unwrap();
+    let lent = b.try_acquire_owned(1).unwrap();
+    assert_eq!((own.room(), lent.room(), lent.is_borrowed()), (1, 0, true));
+    assert_eq!(b.try_acquire_owned(0).unwrap_err(), full());
+    // web waits in its lent-out room; the borrower, dropped on another
+    // thread, hands the slot back to it.
+    let mut web = Task::pending(b.acquire_owned_timeout(0, 100 * MS));
+    thread::spawn(move || drop(lent)).join().unwrap();
+    let served = web.ready().unwrap();
+    assert_eq!((served.class(), served.room()), (0, 0));
+    // A jobs waiter, then jobs' own slot freed on another thread: the
+    // waiter is served from it.
+    let mut jobs = Task::pending(b.acquire_owned_timeout(1, 100 * MS));
+    thread::spawn(move || drop(own)).join().unwrap();
+    assert_eq!(jobs.ready().unwrap().room(), 1);
+    // A dropped owned wait leaves no place behind, and a timed-out one is
+    // counted.
+    let held = b.try_acquire_owned(1).unwrap();
+    drop(Task::pending(b.acquire_owned_timeout(1, 100 * MS)));
+    assert_eq!(b.room(1).unwrap().waiting(), 0);
+    let mut late = Task::pending(b.acquire_owned_timeout(1, 10 * MS));
+    clock.advance(10 * MS);
+    assert_eq!(
+        late.ready().unwrap_err(),
+        PartitionError::Refused(AcquireError::TimedOut)
+    );
+    drop((held, served));
+    assert_eq!(b.in_flight(), 0);
+    assert_eq!(Arc::strong_count(&b), 1);
+}

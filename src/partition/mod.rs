@@ -136,8 +136,12 @@ use crate::sync::{const_fn, AtomicBool, AtomicUsize, Ordering};
 
 mod config;
 pub use config::PartitionShares;
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+mod owned;
 #[cfg(feature = "serde")]
 pub(crate) use config::SharesFault;
+#[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+pub use owned::OwnedClassPermit;
 
 /// A bulkhead of `K` classes, each with a guaranteed share (its room) and
 /// the right to borrow idle slots of the others. See the
@@ -451,6 +455,16 @@ impl<'a, C> ClassPermit<'a, C> {
     /// ```
     pub fn permit(&self) -> &Permit<'a, C> {
         &self.permit
+    }
+
+    /// The permit's class and room, its slot kept taken: for the owned
+    /// permit that takes it over.
+    #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+    pub(crate) fn into_parts(self) -> (usize, usize) {
+        // Neither this guard's `Drop` nor the inner permit's runs (it is a
+        // `ManuallyDrop`): the slot stays taken, now the caller's.
+        let this = ManuallyDrop::new(self);
+        (this.class, this.room)
     }
 
     fn new(rooms: Rooms<'a, C>, class: usize, room: usize) -> Self {
