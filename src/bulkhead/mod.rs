@@ -698,17 +698,6 @@ impl<C> Bulkhead<C> {
         self.take(1)
     }
 
-    /// The guard for one permit taken with
-    /// [`try_acquire_uncounted`](Self::try_acquire_uncounted): for callers
-    /// (the partitioned bulkhead) that hand the permit on as a [`Permit`].
-    #[inline]
-    pub(crate) fn adopt_one(&self) -> Permit<'_, C> {
-        Permit {
-            bulkhead: self,
-            n: 1,
-        }
-    }
-
     /// Free permits right now (zero while in flight exceeds a shrunk capacity).
     ///
     /// # Examples

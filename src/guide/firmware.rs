@@ -101,8 +101,8 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 48 812 B flash, 3 120 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 52 288 B flash, 944 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 48 732 B flash, 3 136 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 52 284 B flash, 960 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a

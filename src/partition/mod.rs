@@ -122,14 +122,14 @@
 
 use core::fmt;
 use core::future::Future;
-use core::mem::{ManuallyDrop, MaybeUninit};
+use core::mem::MaybeUninit;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::bulkhead::{AcquireError, Bulkhead, Permit};
+use crate::bulkhead::{AcquireError, Bulkhead};
 use crate::clock::{Instant, Timer};
 use crate::futures::AcquireUntil;
 use crate::sync::{const_fn, AtomicBool, AtomicUsize, Ordering};
@@ -375,7 +375,6 @@ impl core::error::Error for PartitionConfigError {}
 #[must_use = "the slot is released as soon as it is dropped"]
 #[clippy::has_significant_drop]
 pub struct ClassPermit<'a, C> {
-    permit: ManuallyDrop<Permit<'a, C>>,
     class: usize,
     room: usize,
     rooms: Rooms<'a, C>,
@@ -384,13 +383,7 @@ pub struct ClassPermit<'a, C> {
 impl<C> Drop for ClassPermit<'_, C> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: dropped once, here; never used again.
-        unsafe { ManuallyDrop::drop(&mut self.permit) };
-        // Someone waits somewhere: if the slot was not handed to a waiter
-        // of its own room, tell another class's first waiter to borrow it.
-        if self.rooms.queued.load(Ordering::SeqCst) != 0 {
-            self.rooms.nudge();
-        }
+        self.rooms.give_back(self.room);
     }
 }
 
@@ -442,38 +435,19 @@ impl<'a, C> ClassPermit<'a, C> {
         self.class != self.room
     }
 
-    /// The permit of the room the slot belongs to.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use watertight::clock::StdClock;
-    /// use watertight::partition::PartitionedBulkhead;
-    ///
-    /// let b = PartitionedBulkhead::new("db", [("web", 1)], StdClock);
-    /// assert_eq!(b.try_acquire(0).unwrap().permit().count(), 1);
-    /// ```
-    pub fn permit(&self) -> &Permit<'a, C> {
-        &self.permit
-    }
-
     /// The permit's class and room, its slot kept taken: for the owned
     /// permit that takes it over.
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub(crate) fn into_parts(self) -> (usize, usize) {
-        // Neither this guard's `Drop` nor the inner permit's runs (it is a
-        // `ManuallyDrop`): the slot stays taken, now the caller's.
-        let this = ManuallyDrop::new(self);
+        // This guard's `Drop` does not run: the slot stays taken, now the
+        // caller's.
+        let this = core::mem::ManuallyDrop::new(self);
         (this.class, this.room)
     }
 
+    /// The guard of a slot of `room` already taken for `class`.
     fn new(rooms: Rooms<'a, C>, class: usize, room: usize) -> Self {
-        ClassPermit {
-            permit: ManuallyDrop::new(rooms.rooms[room].adopt_one()),
-            class,
-            room,
-            rooms,
-        }
+        ClassPermit { class, room, rooms }
     }
 }
 
@@ -1468,7 +1442,12 @@ impl<'a, C: Timer> Future for AcquireClass<'a, C> {
                 },
                 StageProj::Queued { mut wait } => {
                     let out = match wait.as_mut().poll(cx) {
-                        Poll::Ready(out) => out.map(|permit| (permit, class)),
+                        // Handed a slot of its own room: its permit's
+                        // slot stays taken, given back by the class permit.
+                        Poll::Ready(out) => out.map(|permit| {
+                            core::mem::forget(permit);
+                            class
+                        }),
                         Poll::Pending => {
                             // First in line of its class: a slot another
                             // room frees, that nobody there waits for, is
@@ -1481,8 +1460,7 @@ impl<'a, C: Timer> Future for AcquireClass<'a, C> {
                             }) {
                                 return Poll::Pending;
                             }
-                            let room = got.expect("left the queue for a slot");
-                            Ok((rooms.rooms[room].adopt_one(), room))
+                            Ok(got.expect("left the queue for a slot"))
                         }
                     };
                     // Set to Done first: the inner wait is dropped (and
@@ -1492,12 +1470,7 @@ impl<'a, C: Timer> Future for AcquireClass<'a, C> {
                         rooms.nudge();
                     }
                     return Poll::Ready(match out {
-                        Ok((permit, room)) => Ok(ClassPermit {
-                            permit: ManuallyDrop::new(permit),
-                            class,
-                            room,
-                            rooms,
-                        }),
+                        Ok(room) => Ok(ClassPermit::new(rooms, class, room)),
                         // Counted by the room's wait.
                         Err(e) => Err(rooms.traced(class, e)),
                     });
@@ -1594,6 +1567,17 @@ impl<'a, C> Rooms<'a, C> {
             .find(|&r| self.rooms[r].try_acquire_uncounted().is_ok())?;
         self.borrowed[class].fetch_add(1, Ordering::Relaxed);
         Some(room)
+    }
+
+    /// Gives back one slot of `room` (to its first waiter, if any); then,
+    /// if someone waits anywhere, [`nudge`](Self::nudge)s: the one release
+    /// path of the borrowed and the owned class permits.
+    #[inline]
+    fn give_back(self, room: usize) {
+        self.rooms[room].release(1);
+        if self.queued.load(Ordering::SeqCst) != 0 {
+            self.nudge();
+        }
     }
 
     /// Someone waits somewhere and a slot may be free: if a room has a

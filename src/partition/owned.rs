@@ -9,7 +9,6 @@ use core::time::Duration;
 
 use super::{ClassPermit, PartitionError, PartitionedBulkhead};
 use crate::clock::{Instant, Timer};
-use crate::sync::Ordering;
 
 /// A slot of a [`PartitionedBulkhead`] held through an `Arc`: `'static`,
 /// so it can move into a spawned task. Given back to the room it came from
@@ -106,11 +105,7 @@ impl<C, const K: usize> OwnedClassPermit<C, K> {
 
 impl<C, const K: usize> Drop for OwnedClassPermit<C, K> {
     fn drop(&mut self) {
-        let b = &*self.bulkhead;
-        b.rooms[self.room].release(1);
-        if b.queued.load(Ordering::SeqCst) != 0 {
-            b.rooms().nudge();
-        }
+        self.bulkhead.rooms().give_back(self.room);
     }
 }
 
