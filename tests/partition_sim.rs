@@ -77,28 +77,90 @@ fn rates(load: u64) -> [u64; 3] {
     [CRITICAL_PER_S, rest * 3 / 8, rest - rest * 3 / 8]
 }
 
-fn run(load: u64, partitioned: bool) -> [Class; 3] {
-    let clock = ManualClock::new();
-    let plain = Bulkhead::new("backend", C, &clock);
-    let parts = PartitionedBulkhead::from_percent(
-        "backend",
-        C,
-        [(CLASSES[0], 50), (CLASSES[1], 30), (CLASSES[2], 20)],
-        &clock,
-    )
-    .unwrap();
-    let max_wait = Duration::from_millis(MAX_WAIT_MS);
-    let ask = |class: usize| -> Wait<'_> {
-        if partitioned {
-            let f = parts.acquire_timeout(class, max_wait);
+/// A call waiting for a slot: (class, arrival ms, future, probe, wakes
+/// seen at its last poll).
+type Pending<'a> = (usize, u64, Wait<'a>, Probe, usize);
+
+/// The `C` slots in front of the backend, both ways (a run uses one).
+struct Front<'a> {
+    plain: Bulkhead<&'a ManualClock>,
+    parts: PartitionedBulkhead<&'a ManualClock, 3>,
+    partitioned: bool,
+}
+
+impl<'a> Front<'a> {
+    fn new(clock: &'a ManualClock, partitioned: bool) -> Self {
+        Front {
+            plain: Bulkhead::new("backend", C, clock),
+            parts: PartitionedBulkhead::from_percent(
+                "backend",
+                C,
+                [(CLASSES[0], 50), (CLASSES[1], 30), (CLASSES[2], 20)],
+                clock,
+            )
+            .unwrap(),
+            partitioned,
+        }
+    }
+
+    /// A call of `class` arriving at `now`, polled once: `Some` of a slot
+    /// or a refusal, or `None` while it waits (up to `MAX_WAIT_MS`) in
+    /// `pending`.
+    fn arrive(
+        &'a self,
+        class: usize,
+        now: u64,
+        pending: &mut Vec<Pending<'a>>,
+    ) -> Option<Option<Held<'a>>> {
+        let max_wait = Duration::from_millis(MAX_WAIT_MS);
+        let mut fut: Wait<'a> = if self.partitioned {
+            let f = self.parts.acquire_timeout(class, max_wait);
             Box::pin(async move { f.await.ok().map(Held::Class) })
         } else {
-            let f = plain.acquire_timeout(max_wait);
+            let f = self.plain.acquire_timeout(max_wait);
             Box::pin(async move { f.await.ok().map(Held::Plain) })
+        };
+        let probe = Probe::new();
+        match probe.poll(fut.as_mut()) {
+            Poll::Ready(got) => Some(got),
+            Poll::Pending => {
+                let seen = probe.wakes();
+                pending.push((class, now, fut, probe, seen));
+                None
+            }
         }
-    };
-    // (class, arrival ms, future, probe, wakes seen)
-    let mut pending: Vec<(usize, u64, Wait<'_>, Probe, usize)> = Vec::new();
+    }
+}
+
+/// Polls the waiting calls woken since their last poll; each one that is
+/// done leaves `pending` and goes to `done(class, arrival ms, slot or
+/// refusal)`.
+fn poll_woken<'a>(
+    pending: &mut Vec<Pending<'a>>,
+    mut done: impl FnMut(usize, u64, Option<Held<'a>>),
+) {
+    let mut i = 0;
+    while i < pending.len() {
+        let (_, _, fut, probe, seen) = &mut pending[i];
+        if probe.wakes() == *seen {
+            i += 1;
+            continue;
+        }
+        *seen = probe.wakes();
+        match probe.poll(fut.as_mut()) {
+            Poll::Pending => i += 1,
+            Poll::Ready(got) => {
+                let (class, arrived, ..) = pending.remove(i);
+                done(class, arrived, got);
+            }
+        }
+    }
+}
+
+fn run(load: u64, partitioned: bool) -> [Class; 3] {
+    let clock = ManualClock::new();
+    let front = Front::new(&clock, partitioned);
+    let mut pending = Vec::new();
     // (class, arrival ms, end ms, slot)
     let mut running: Vec<(usize, u64, u64, Held<'_>)> = Vec::new();
     let mut latencies: [Vec<u64>; 3] = Default::default();
@@ -114,42 +176,20 @@ fn run(load: u64, partitioned: bool) -> [Class; 3] {
                 true
             }
         });
-        let mut i = 0;
-        while i < pending.len() {
-            let (_, _, fut, probe, seen) = &mut pending[i];
-            if probe.wakes() == *seen {
-                i += 1;
-                continue;
-            }
-            *seen = probe.wakes();
-            match probe.poll(fut.as_mut()) {
-                Poll::Pending => i += 1,
-                Poll::Ready(got) => {
-                    let (class, arrived, ..) = pending.remove(i);
-                    match got {
-                        Some(slot) => running.push((class, arrived, now + SERVICE_MS, slot)),
-                        None => out[class].refused += 1,
-                    }
-                }
-            }
-        }
+        poll_woken(&mut pending, |class, arrived, got| match got {
+            Some(slot) => running.push((class, arrived, now + SERVICE_MS, slot)),
+            None => out[class].refused += 1,
+        });
         // Arrivals, the classes interleaved ms by ms.
         for class in 0..3 {
             credit[class] += per_s[class];
             while credit[class] >= 1_000 {
                 credit[class] -= 1_000;
                 out[class].offered += 1;
-                let mut fut = ask(class);
-                let probe = Probe::new();
-                match probe.poll(fut.as_mut()) {
-                    Poll::Ready(Some(slot)) => {
-                        running.push((class, now, now + SERVICE_MS, slot));
-                    }
-                    Poll::Ready(None) => out[class].refused += 1,
-                    Poll::Pending => {
-                        let seen = probe.wakes();
-                        pending.push((class, now, fut, probe, seen));
-                    }
+                match front.arrive(class, now, &mut pending) {
+                    Some(Some(slot)) => running.push((class, now, now + SERVICE_MS, slot)),
+                    Some(None) => out[class].refused += 1,
+                    None => {}
                 }
             }
         }
@@ -242,14 +282,8 @@ struct Settled {
 
 fn run_adaptive(partitioned: bool) -> Settled {
     let clock = ManualClock::new();
-    let plain = Bulkhead::new("backend", C, &clock);
-    let parts = PartitionedBulkhead::from_percent(
-        "backend",
-        C,
-        [(CLASSES[0], 50), (CLASSES[1], 30), (CLASSES[2], 20)],
-        &clock,
-    )
-    .unwrap();
+    let front = Front::new(&clock, partitioned);
+    let (plain, parts) = (&front.plain, &front.parts);
     let aimd = Aimd::builder()
         .initial_limit(C)
         .min_limit(3)
@@ -260,22 +294,12 @@ fn run_adaptive(partitioned: bool) -> Settled {
     // Called with the call's slot back.
     let record = |started: Instant, signal: Signal| {
         if partitioned {
-            limit.record(&parts, started, signal);
+            limit.record(parts, started, signal);
         } else {
-            limit.record(&plain, started, signal);
+            limit.record(plain, started, signal);
         }
     };
-    let max_wait = Duration::from_millis(MAX_WAIT_MS);
-    let ask = |class: usize| -> Wait<'_> {
-        if partitioned {
-            let f = parts.acquire_timeout(class, max_wait);
-            Box::pin(async move { f.await.ok().map(Held::Class) })
-        } else {
-            let f = plain.acquire_timeout(max_wait);
-            Box::pin(async move { f.await.ok().map(Held::Plain) })
-        }
-    };
-    let mut pending: Vec<(usize, u64, Wait<'_>, Probe, usize)> = Vec::new();
+    let mut pending = Vec::new();
     // (class, arrival ms, started, end ms, slot, served): calls at the
     // backend, served by a worker or hanging until their timeout.
     let mut running: Vec<(usize, u64, Instant, u64, Held<'_>, bool)> = Vec::new();
@@ -309,26 +333,11 @@ fn run_adaptive(partitioned: bool) -> Settled {
                 }
             }
         }
-        let mut i = 0;
-        while i < pending.len() {
-            let (_, _, fut, probe, seen) = &mut pending[i];
-            if probe.wakes() == *seen {
-                i += 1;
-                continue;
-            }
-            *seen = probe.wakes();
-            match probe.poll(fut.as_mut()) {
-                Poll::Pending => i += 1,
-                Poll::Ready(got) => {
-                    let (class, arrived, ..) = pending.remove(i);
-                    match got {
-                        Some(slot) => granted.push((class, arrived, slot)),
-                        None if counts(arrived) => out.classes[class].refused += 1,
-                        None => {}
-                    }
-                }
-            }
-        }
+        poll_woken(&mut pending, |class, arrived, got| match got {
+            Some(slot) => granted.push((class, arrived, slot)),
+            None if counts(arrived) => out.classes[class].refused += 1,
+            None => {}
+        });
         // The classes arrive in turn first, so that none is always the
         // one admitted into a slot beyond the backend's workers.
         for turn in 0..3 {
@@ -339,16 +348,10 @@ fn run_adaptive(partitioned: bool) -> Settled {
                 if counts(now) {
                     out.classes[class].offered += 1;
                 }
-                let mut fut = ask(class);
-                let probe = Probe::new();
-                match probe.poll(fut.as_mut()) {
-                    Poll::Ready(Some(slot)) => granted.push((class, now, slot)),
-                    Poll::Ready(None) if counts(now) => out.classes[class].refused += 1,
-                    Poll::Ready(None) => {}
-                    Poll::Pending => {
-                        let seen = probe.wakes();
-                        pending.push((class, now, fut, probe, seen));
-                    }
+                match front.arrive(class, now, &mut pending) {
+                    Some(Some(slot)) => granted.push((class, now, slot)),
+                    Some(None) if counts(now) => out.classes[class].refused += 1,
+                    Some(None) | None => {}
                 }
             }
         }
