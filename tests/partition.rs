@@ -4,34 +4,19 @@
 //! threads asserts bounds that hold in every interleaving.
 
 mod common;
+#[path = "support/partition_fixture.rs"]
+mod fixture;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
-use std::time::Duration;
 
 use common::Task;
+use fixture::{full, three, BATCH, CRITICAL, DEFAULT, MS};
 use watertight::clock::{ManualClock, StdClock};
 use watertight::partition::{
     PartitionConfigError, PartitionError, PartitionShares, PartitionedBulkhead,
 };
 use watertight::AcquireError;
-
-const MS: Duration = Duration::from_millis(1);
-const CRITICAL: usize = 0;
-const DEFAULT: usize = 1;
-const BATCH: usize = 2;
-
-fn full() -> PartitionError {
-    PartitionError::Refused(AcquireError::Full)
-}
-
-fn three(clock: &ManualClock) -> PartitionedBulkhead<&ManualClock, 3> {
-    PartitionedBulkhead::new(
-        "search",
-        [("critical", 5), ("default", 3), ("batch", 2)],
-        clock,
-    )
-}
 
 #[test]
 fn a_class_bursts_into_every_idle_room_least_important_first() {

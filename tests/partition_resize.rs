@@ -7,34 +7,18 @@
 //! real threads asserts what holds in every interleaving.
 
 mod common;
+#[path = "support/partition_fixture.rs"]
+mod fixture;
 
 use std::thread;
 use std::time::Duration;
 
 use common::Task;
+use fixture::{full, three, BATCH, CRITICAL, DEFAULT, MS};
 use watertight::clock::{Clock, ManualClock, StdClock};
 use watertight::limit::{AdaptiveLimit, Aimd, Signal};
-use watertight::partition::{
-    room_capacities, PartitionConfigError, PartitionError, PartitionedBulkhead,
-};
-use watertight::{AcquireError, Bulkhead};
-
-const MS: Duration = Duration::from_millis(1);
-const CRITICAL: usize = 0;
-const DEFAULT: usize = 1;
-const BATCH: usize = 2;
-
-fn full() -> PartitionError {
-    PartitionError::Refused(AcquireError::Full)
-}
-
-fn three(clock: &ManualClock) -> PartitionedBulkhead<&ManualClock, 3> {
-    PartitionedBulkhead::new(
-        "search",
-        [("critical", 5), ("default", 3), ("batch", 2)],
-        clock,
-    )
-}
+use watertight::partition::{room_capacities, PartitionConfigError, PartitionedBulkhead};
+use watertight::Bulkhead;
 
 fn rooms<C, const K: usize>(b: &PartitionedBulkhead<C, K>) -> [usize; K] {
     core::array::from_fn(|class| b.capacity_of(class))
