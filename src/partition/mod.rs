@@ -1164,9 +1164,7 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
             self.resizing.store(false, Ordering::SeqCst);
             // A slot a grow freed in a room nobody waits in is for a
             // waiter of another class to borrow.
-            if self.queued.load(Ordering::SeqCst) != 0 {
-                self.rooms().nudge();
-            }
+            self.rooms().nudge_if_waiting();
             if self.target.load(Ordering::SeqCst) == applied {
                 return;
             }
@@ -1569,12 +1567,19 @@ impl<'a, C> Rooms<'a, C> {
         Some(room)
     }
 
-    /// Gives back one slot of `room` (to its first waiter, if any); then,
-    /// if someone waits anywhere, [`nudge`](Self::nudge)s: the one release
-    /// path of the borrowed and the owned class permits.
+    /// Gives back one slot of `room` (to its first waiter, if any), then
+    /// [`nudge_if_waiting`](Self::nudge_if_waiting): the one release path
+    /// of the borrowed and the owned class permits.
     #[inline]
     fn give_back(self, room: usize) {
         self.rooms[room].release(1);
+        self.nudge_if_waiting();
+    }
+
+    /// [`nudge`](Self::nudge)s if someone waits anywhere: one load when
+    /// nobody does.
+    #[inline]
+    fn nudge_if_waiting(self) {
         if self.queued.load(Ordering::SeqCst) != 0 {
             self.nudge();
         }
