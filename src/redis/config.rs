@@ -33,6 +33,46 @@ pub enum Fallback {
     LocalShare(usize),
 }
 
+/// How a [`GlobalBulkhead`](super::GlobalBulkhead) takes its slots from
+/// Redis.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::redis::{GlobalConfig, Mode};
+///
+/// assert_eq!(GlobalConfig::builder(20).build().unwrap().mode(), Mode::PerCall);
+/// let leased = GlobalConfig::builder(20)
+///     .lease(Duration::from_secs(3))
+///     .leased(Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// assert_eq!(leased.mode(), Mode::Leased { refresh: Duration::from_millis(500), floor: 1 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// One script call per acquisition and one per release (batched): the
+    /// limit is exact at every moment, and every call pays a round trip.
+    /// The default.
+    PerCall,
+    /// Each process holds a lease on a *share* of the slots and serves
+    /// acquisitions from a local bulkhead of that size, without a Redis
+    /// call; one script call every `refresh` (and early when the share runs
+    /// dry) reports the process's demand and gets its new share. See
+    /// [the module](super#leased-shares).
+    Leased {
+        /// How often the share is refreshed (its lease renewed, demand
+        /// reported, the new share taken).
+        refresh: Duration,
+        /// The share a process is given whatever its demand, while the
+        /// limit allows (so that a new or quiet process is not starved):
+        /// a process with no demand holds at most this.
+        floor: u32,
+    },
+}
+
 /// Settings of a [`GlobalBulkhead`](super::GlobalBulkhead).
 ///
 /// Defaults: a lease of 60 s (twice the policy's 30 s call timeout, so a
@@ -66,6 +106,7 @@ pub struct GlobalConfig {
     pub(super) local_cap: Option<usize>,
     pub(super) fallback: Fallback,
     pub(super) store_breaker: BreakerConfig,
+    pub(super) mode: Mode,
 }
 
 /// The breaker in front of Redis, by default: the last 10 commands, opened
@@ -111,6 +152,7 @@ impl GlobalConfig {
                 local_cap: None,
                 fallback: Fallback::FailClosed,
                 store_breaker: STORE_BREAKER,
+                mode: Mode::PerCall,
             },
         }
     }
@@ -199,6 +241,19 @@ impl GlobalConfig {
     pub const fn store_breaker(&self) -> &BreakerConfig {
         &self.store_breaker
     }
+
+    /// How slots are taken from Redis: per call (the default) or leased
+    /// shares.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::{GlobalConfig, Mode};
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().mode(), Mode::PerCall);
+    /// ```
+    pub const fn mode(&self) -> Mode {
+        self.mode
+    }
 }
 
 /// Builds a [`GlobalConfig`]; [`build`](Self::build) checks it.
@@ -265,14 +320,40 @@ impl GlobalConfigBuilder {
         self
     }
 
+    /// Leased shares, refreshed every `refresh`, with a floor of one slot
+    /// per process (see [`Mode::Leased`] and [the module](super#leased-shares)).
+    /// The lease ([`lease`](Self::lease)) is then how long a share outlives
+    /// its last refresh: how long a dead process's share stays taken.
+    pub const fn leased(mut self, refresh: Duration) -> Self {
+        let floor = match self.config.mode {
+            Mode::Leased { floor, .. } => floor,
+            Mode::PerCall => 1,
+        };
+        self.config.mode = Mode::Leased { refresh, floor };
+        self
+    }
+
+    /// The floor of a leased share ([`Mode::Leased`]'s `floor`; 1 by
+    /// default, 0 lets a quiet process hold nothing). Sets the leased mode
+    /// (with a refresh of a third of the lease) if it is not set yet.
+    pub const fn lease_floor(mut self, floor: u32) -> Self {
+        let refresh = match self.config.mode {
+            Mode::Leased { refresh, .. } => refresh,
+            Mode::PerCall => Duration::from_nanos(self.config.lease.as_nanos() as u64 / 3),
+        };
+        self.config.mode = Mode::Leased { refresh, floor };
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
     ///
     /// [`GlobalConfigError`] names the setting at fault: a zero limit, a
     /// zero or sub-millisecond lease, a zero renewal interval or one above
-    /// half the lease, a zero store timeout, or a zero local cap or local
-    /// share.
+    /// half the lease, a zero store timeout, a zero local cap or local
+    /// share, or (leased) a zero refresh, one above half the lease, or a
+    /// floor above the limit.
     ///
     /// # Examples
     ///
@@ -302,7 +383,8 @@ impl GlobalConfigBuilder {
         if c.renew_every.is_zero() {
             return Err(GlobalConfigError::RenewEveryZero);
         }
-        if c.renew_every > c.lease / 2 {
+        // (Leased mode renews its share every refresh instead.)
+        if c.renew_every > c.lease / 2 && matches!(c.mode, Mode::PerCall) {
             return Err(GlobalConfigError::RenewTooRare {
                 lease: c.lease,
                 renew_every: c.renew_every,
@@ -325,6 +407,23 @@ impl GlobalConfigBuilder {
                 return Err(GlobalConfigError::LocalCapTooLarge)
             }
             _ => {}
+        }
+        if let Mode::Leased { refresh, floor } = c.mode {
+            if refresh.is_zero() {
+                return Err(GlobalConfigError::RefreshZero);
+            }
+            if refresh > c.lease / 2 {
+                return Err(GlobalConfigError::RefreshTooRare {
+                    lease: c.lease,
+                    refresh,
+                });
+            }
+            if floor > c.limit {
+                return Err(GlobalConfigError::FloorAboveLimit {
+                    floor,
+                    limit: c.limit,
+                });
+            }
         }
         Ok(c)
     }
@@ -378,6 +477,23 @@ pub enum GlobalConfigError {
     LocalShareZero,
     /// The store breaker's config does not fit a breaker's window.
     StoreBreaker(BreakerConfigError),
+    /// Leased mode with a zero refresh interval.
+    RefreshZero,
+    /// Leased mode with a refresh interval above half the lease: one late
+    /// or failed refresh would lose the share.
+    RefreshTooRare {
+        /// The lease.
+        lease: Duration,
+        /// The refresh interval asked for.
+        refresh: Duration,
+    },
+    /// Leased mode with a floor above the limit.
+    FloorAboveLimit {
+        /// The floor asked for.
+        floor: u32,
+        /// The limit.
+        limit: u32,
+    },
 }
 
 impl fmt::Display for GlobalConfigError {
@@ -404,6 +520,14 @@ impl fmt::Display for GlobalConfigError {
                 "fallback: a local share of zero slots refuses every call; use FailClosed",
             ),
             GlobalConfigError::StoreBreaker(e) => write!(f, "store_breaker: {e}"),
+            GlobalConfigError::RefreshZero => f.write_str("leased: refresh must not be zero"),
+            GlobalConfigError::RefreshTooRare { lease, refresh } => write!(
+                f,
+                "leased: refresh {refresh:?} is above half the lease ({lease:?}); one missed refresh would lose the share"
+            ),
+            GlobalConfigError::FloorAboveLimit { floor, limit } => {
+                write!(f, "lease_floor: {floor} is above the limit ({limit})")
+            }
         }
     }
 }

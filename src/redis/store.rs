@@ -47,6 +47,8 @@ struct Scripts {
     acquire: Script,
     release: Script,
     renew: Script,
+    share_refresh: Script,
+    share_leave: Script,
 }
 
 impl Scripts {
@@ -55,6 +57,8 @@ impl Scripts {
             acquire: Script::new(include_str!("scripts/acquire.lua")),
             release: Script::new(include_str!("scripts/release.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
+            share_refresh: Script::new(include_str!("scripts/share_refresh.lua")),
+            share_leave: Script::new(include_str!("scripts/share_leave.lua")),
         }
     }
 }
@@ -64,6 +68,11 @@ struct Keys {
     holders: String,
     fence: String,
     channel: String,
+    /// The leased shares: their processes (by lease expiry), the slots
+    /// each may be using, and the demand each reported.
+    sharers: String,
+    shares: String,
+    demand: String,
 }
 
 impl Keys {
@@ -72,8 +81,40 @@ impl Keys {
             holders: format!("watertight:{{{name}}}:holders"),
             fence: format!("watertight:{{{name}}}:fence"),
             channel: format!("watertight:{{{name}}}:released"),
+            sharers: format!("watertight:{{{name}}}:sharers"),
+            shares: format!("watertight:{{{name}}}:shares"),
+            demand: format!("watertight:{{{name}}}:demand"),
         }
     }
+}
+
+/// What a process tells Redis when it refreshes its leased share.
+pub(super) struct Report<'a> {
+    pub(super) member: &'a str,
+    /// Slots in use, waited for, and refused since the last refresh.
+    pub(super) demand: u64,
+    /// The most slots it may be using until it hears the answer.
+    pub(super) bound: u64,
+    /// It holds no lease now: it starts a new one (and a new token).
+    pub(super) fresh: bool,
+}
+
+/// What Redis answered a share refresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Refreshed {
+    /// The slots the process may use from now on.
+    pub(super) grant: u64,
+    /// What Redis counts as the process's share (at least the grant).
+    pub(super) recorded: u64,
+    /// The new lease's fencing token, if it started one.
+    pub(super) token: Option<u64>,
+    /// Redis no longer had the lease the process thought it held.
+    pub(super) lost: bool,
+    /// Slots held fleet-wide (per-call holders and recorded shares).
+    pub(super) fleet_held: u64,
+    /// Its fair share (the grant is smaller while others still hold what
+    /// is to be its).
+    pub(super) target: u64,
 }
 
 /// One grant this process holds in Redis.
@@ -250,6 +291,7 @@ impl<R: Runtime> Core<R> {
     {
         let clock = &self.clock;
         let end = clock.now().saturating_add(self.config.store_timeout);
+        self.stats.redis_call(self.name);
         tokio::select! {
             biased;
             r = cmd => r.map_err(|e| {
@@ -277,6 +319,8 @@ impl<R: Runtime> Core<R> {
                 .acquire
                 .key(&self.keys.holders)
                 .key(&self.keys.fence)
+                .key(&self.keys.sharers)
+                .key(&self.keys.shares)
                 .arg(self.config.limit)
                 .arg(self.lease_ms())
                 .arg(member)
@@ -314,6 +358,61 @@ impl<R: Runtime> Core<R> {
         self.run(inv.invoke_async::<Vec<String>>(&mut con)).await
     }
 
+    /// Refreshes this process's leased share: renews its lease, reports
+    /// its demand, and takes its new share.
+    pub(super) async fn refresh(
+        &self,
+        report: &Report<'_>,
+        floor: u32,
+    ) -> Result<Refreshed, StoreFailure> {
+        let mut con = self.con.clone();
+        let v: Value = self
+            .run(
+                self.scripts
+                    .share_refresh
+                    .key(&self.keys.sharers)
+                    .key(&self.keys.shares)
+                    .key(&self.keys.demand)
+                    .key(&self.keys.fence)
+                    .key(&self.keys.holders)
+                    .arg(self.config.limit)
+                    .arg(self.lease_ms())
+                    .arg(report.member)
+                    .arg(report.demand)
+                    .arg(report.bound)
+                    .arg(floor)
+                    .arg(u8::from(report.fresh))
+                    .arg(&self.keys.channel)
+                    .invoke_async(&mut con),
+            )
+            .await?;
+        parse_refresh(&v)
+    }
+
+    /// Gives this process's whole leased share back.
+    pub(super) async fn leave(&self, member: &str) -> Result<u64, StoreFailure> {
+        let mut con = self.con.clone();
+        let freed = self
+            .run(self.leave_invocation(member).invoke_async(&mut con))
+            .await?;
+        Ok(freed)
+    }
+
+    /// [`leave`](Self::leave) on the blocking connection, for a keeper
+    /// whose runtime has shut down (as [`release_blocking`](Self::release_blocking)).
+    pub(super) fn leave_blocking(&self, member: &str) {
+        self.with_blocking(|con| self.leave_invocation(member).invoke::<u64>(con).map(drop));
+    }
+
+    fn leave_invocation(&self, member: &str) -> ::redis::ScriptInvocation<'_> {
+        let mut inv = self.scripts.share_leave.key(&self.keys.sharers);
+        inv.key(&self.keys.shares)
+            .key(&self.keys.demand)
+            .arg(&self.keys.channel)
+            .arg(member);
+        inv
+    }
+
     /// Whether the connection is subscribed to the release channel.
     pub(super) fn is_subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Acquire)
@@ -343,6 +442,19 @@ impl<R: Runtime> Core<R> {
             return false;
         }
         leases.insert(seq, lease);
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Counts a permit alive that is not recorded as a grant (a leased
+    /// share's); false (nothing counted) once `close` has begun.
+    pub(super) fn count_alive(&self) -> bool {
+        let Ok(_leases) = self.leases.lock() else {
+            return false;
+        };
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
         self.alive.fetch_add(1, Ordering::AcqRel);
         true
     }
@@ -428,7 +540,32 @@ impl<R: Runtime> Core<R> {
     /// After one failure it tries nothing more (the leases end by
     /// themselves within one lease).
     pub(super) fn release_blocking(&self, members: &[String]) {
-        if members.is_empty() || self.blocking_failed.load(Ordering::Acquire) {
+        if members.is_empty() {
+            return;
+        }
+        self.with_blocking(|con| {
+            for chunk in members.chunks(1024) {
+                let mut inv = self.scripts.release.key(&self.keys.holders);
+                inv.arg(&self.keys.channel);
+                for m in chunk {
+                    inv.arg(m);
+                }
+                inv.invoke::<u64>(con)?;
+                self.stats.released(chunk.len());
+            }
+            Ok(())
+        });
+    }
+
+    /// Runs `f` on the blocking connection (made on first need, each
+    /// read and write bounded by the store timeout). After one failure
+    /// nothing more is tried: a shutdown must not wait a store timeout
+    /// per permit.
+    fn with_blocking(
+        &self,
+        f: impl FnOnce(&mut ::redis::Connection) -> Result<(), ::redis::RedisError>,
+    ) {
+        if self.blocking_failed.load(Ordering::Acquire) {
             return;
         }
         let Ok(mut slot) = self.blocking.lock() else {
@@ -450,18 +587,9 @@ impl<R: Runtime> Core<R> {
             self.blocking_failed.store(true, Ordering::Release);
             return;
         };
-        for chunk in members.chunks(1024) {
-            let mut inv = self.scripts.release.key(&self.keys.holders);
-            inv.arg(&self.keys.channel);
-            for m in chunk {
-                inv.arg(m);
-            }
-            if inv.invoke::<u64>(con).is_err() {
-                self.blocking_failed.store(true, Ordering::Release);
-                *slot = None;
-                return;
-            }
-            self.stats.released(chunk.len());
+        if f(con).is_err() {
+            self.blocking_failed.store(true, Ordering::Release);
+            *slot = None;
         }
     }
 
@@ -498,6 +626,30 @@ fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {
         Some([0, held, ms]) => Ok(Acquired::Full {
             held: u64::try_from(*held).unwrap_or(0),
             next_free: Duration::from_millis(u64::try_from(*ms).unwrap_or(0)),
+        }),
+        _ => Err(StoreFailure::BadReply),
+    }
+}
+
+fn parse_refresh(v: &Value) -> Result<Refreshed, StoreFailure> {
+    let Value::Array(items) = v else {
+        return Err(StoreFailure::BadReply);
+    };
+    let nums: Option<Vec<u64>> = items
+        .iter()
+        .map(|v| match v {
+            Value::Int(i) => u64::try_from(*i).ok(),
+            _ => None,
+        })
+        .collect();
+    match nums.as_deref() {
+        Some(&[grant, recorded, token, lost, fleet_held, target]) if lost <= 1 => Ok(Refreshed {
+            grant,
+            recorded,
+            token: (token != 0).then_some(token),
+            lost: lost == 1,
+            fleet_held,
+            target,
         }),
         _ => Err(StoreFailure::BadReply),
     }

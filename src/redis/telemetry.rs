@@ -10,7 +10,10 @@
 //! | `global_bulkhead_rejected_total` | counter | refusals; `cause` = `full`, `timed_out`, `local_cap`, `store_unavailable`, `closed` |
 //! | `global_bulkhead_store_errors_total` | counter | Redis commands that failed or timed out |
 //! | `global_bulkhead_lease_renewals_total` | counter | leases renewed (one per lease per renewal) |
-//! | `global_bulkhead_leases_lost_total` | counter | leases lost |
+//! | `global_bulkhead_leases_lost_total` | counter | leases lost (per permit; in leased mode, per share lease lost with permits under it) |
+//! | `global_bulkhead_redis_calls_total` | counter | commands sent to Redis (scripts, subscriptions) |
+//! | `global_bulkhead_share` | gauge | leased mode: the slots this process may use now |
+//! | `global_bulkhead_demand` | gauge | leased mode: the demand it reported last |
 
 use super::error::GlobalError;
 use crate::sync::{AtomicU64, Ordering};
@@ -59,6 +62,20 @@ pub struct GlobalMetrics {
     pub leases_lost: u64,
     /// Members released in Redis (by drop or `release`).
     pub released: u64,
+    /// Commands sent to Redis (scripts and subscriptions), from this
+    /// process: in leased mode, about one per refresh.
+    pub redis_calls: u64,
+    /// Leased mode: the slots this process may use now (its share), 0
+    /// without a live lease.
+    pub share: u64,
+    /// Leased mode: what Redis counts as this process's share (more than
+    /// `share` while a shrink waits for calls to end).
+    pub share_recorded: u64,
+    /// Leased mode: the demand the last refresh reported (slots in use,
+    /// waited for, and refused since the refresh before).
+    pub demand_reported: u64,
+    /// Leased mode: refreshes that reached Redis.
+    pub refreshes: u64,
 }
 
 impl GlobalMetrics {
@@ -94,6 +111,7 @@ pub(super) struct Stats {
     renewals: AtomicU64,
     lost: AtomicU64,
     released: AtomicU64,
+    redis_calls: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -118,6 +136,11 @@ impl Stats {
             lease_renewals: r(&self.renewals),
             leases_lost: r(&self.lost),
             released: r(&self.released),
+            redis_calls: r(&self.redis_calls),
+            share: 0,
+            share_recorded: 0,
+            demand_reported: 0,
+            refreshes: 0,
         }
     }
 
@@ -134,6 +157,39 @@ impl Stats {
         #[cfg(feature = "metrics")]
         ::metrics::counter!("global_bulkhead_acquired_total", "system" => system, "source" => "global")
             .increment(1);
+    }
+
+    /// A permit of the leased share (no Redis call).
+    pub(super) fn granted_leased(&self, system: &'static str) {
+        bump(&self.granted, 1);
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!("global_bulkhead_acquired_total", "system" => system, "source" => "global")
+            .increment(1);
+        let _ = system;
+    }
+
+    /// A refresh gave this process `share` slots, with `fleet_held` held
+    /// fleet-wide.
+    pub(super) fn share(&self, system: &'static str, share: u64, fleet_held: u64) {
+        self.saw_in_flight(system, fleet_held);
+        #[cfg(feature = "metrics")]
+        ::metrics::gauge!("global_bulkhead_share", "system" => system).set(share as f64);
+        let _ = (system, share);
+    }
+
+    /// A demand reported by a refresh.
+    pub(super) fn demand(&self, system: &'static str, demand: u64) {
+        #[cfg(feature = "metrics")]
+        ::metrics::gauge!("global_bulkhead_demand", "system" => system).set(demand as f64);
+        let _ = (system, demand);
+    }
+
+    /// A command sent to Redis.
+    pub(super) fn redis_call(&self, system: &'static str) {
+        bump(&self.redis_calls, 1);
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!("global_bulkhead_redis_calls_total", "system" => system).increment(1);
+        let _ = system;
     }
 
     pub(super) fn fallback_grant(&self, system: &'static str) {
