@@ -210,6 +210,8 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
                     let _: redis::Value = a
                         .key("watertight:{raw}:holders")
                         .key("watertight:{raw}:fence")
+                        .key("watertight:{raw}:sharers")
+                        .key("watertight:{raw}:shares")
                         .arg(1_000_000)
                         .arg(60_000)
                         .arg(&m)

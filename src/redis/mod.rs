@@ -499,7 +499,14 @@ impl<R: Runtime> GlobalBulkhead<R> {
     pub async fn close(&self) -> Result<(), StoreFailure> {
         let core = &self.inner.core;
         core.close();
-        core.drained().await;
+        match &self.inner.leased {
+            Some(share) => {
+                share.local.close();
+                // Only the plug left in flight: every leased permit is back.
+                core.drained_by(|| share.local.in_flight() <= 1).await;
+            }
+            None => core.drained_by(|| core.alive() == 0).await,
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.inner.releases.send(Msg::Close(tx)).is_err() {
             return Ok(()); // the keeper has already stopped
@@ -606,6 +613,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
     pub fn metrics(&self) -> GlobalMetrics {
         let mut m = self.inner.core.stats.snapshot(self.held());
         if let Some(share) = &self.inner.leased {
+            m.granted += share.granted();
             let live = share.lease_end().is_some();
             if let Ok(last) = share.last.lock() {
                 m.share = if live { last.grant } else { 0 };
@@ -644,7 +652,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
     /// # }
     /// ```
     pub async fn try_acquire(&self) -> Result<GlobalPermit<R>, GlobalError> {
-        self.acquire_inner(None).await
+        self.acquire_inner(None, None).await
     }
 
     /// A permit, waiting up to `max_wait` for a slot to come free.
@@ -675,8 +683,9 @@ impl<R: Runtime> GlobalBulkhead<R> {
         &self,
         max_wait: Duration,
     ) -> Result<GlobalPermit<R>, GlobalError> {
-        let deadline = self.inner.core.clock.now().saturating_add(max_wait);
-        self.acquire_inner(Some(deadline)).await
+        let now = self.inner.core.clock.now();
+        self.acquire_inner(Some(now.saturating_add(max_wait)), Some(now))
+            .await
     }
 
     /// A permit, waiting until `deadline` (on the runtime's clock) for a slot to
@@ -704,7 +713,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
     /// # }
     /// ```
     pub async fn acquire_until(&self, deadline: Instant) -> Result<GlobalPermit<R>, GlobalError> {
-        self.acquire_inner(Some(deadline)).await
+        self.acquire_inner(Some(deadline), None).await
     }
 
     /// Runs `make`'s call through `policy` (its breaker and call timeout, and
@@ -773,9 +782,11 @@ impl<R: Runtime> GlobalBulkhead<R> {
         (seq, format!("{}:{seq}", self.inner.tag))
     }
 
+    /// An acquisition; `now`, if the caller has just read the clock.
     async fn acquire_inner(
         &self,
         deadline: Option<Instant>,
+        now: Option<Instant>,
     ) -> Result<GlobalPermit<R>, GlobalError> {
         let inner = &*self.inner;
         let core = &*inner.core;
@@ -798,7 +809,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
             }
         };
         if let Some(share) = &inner.leased {
-            return self.acquire_leased(share, front, deadline).await;
+            return self.acquire_leased(share, front, deadline, now).await;
         }
         loop {
             // Listen before asking: a release published between the
@@ -959,8 +970,8 @@ enum Held<R> {
         /// The lease it was granted under.
         era: u32,
         token: u64,
-        /// Held for its drop, which gives the local slot back.
-        _slot: OwnedPermit<R>,
+        /// Given back on drop (always `Some` until then).
+        slot: Option<OwnedPermit<R>>,
     },
     /// Released by [`GlobalPermit::release`]: nothing left to give back.
     Released,
@@ -1104,9 +1115,13 @@ impl<R: Runtime> GlobalPermit<R> {
 
 impl<R: Runtime> Drop for GlobalPermit<R> {
     fn drop(&mut self) {
-        if let (Held::Leased { era, .. }, Some(share)) = (&self.held, &self.inner.leased) {
+        if let (Held::Leased { era, slot, .. }, Some(share)) = (&mut self.held, &self.inner.leased)
+        {
             share.leave(*era);
-            self.inner.core.permit_gone();
+            drop(slot.take());
+            if self.inner.core.is_closed() {
+                self.inner.core.wake_drained(); // `close` waits for the last
+            }
             return;
         }
         if let Held::Global { seq, lease, .. } = &self.held {

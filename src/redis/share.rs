@@ -53,6 +53,10 @@ pub(super) struct Share<R> {
     token_era: AtomicU64,
     /// Refusals since the last refresh (part of the demand reported).
     refused: AtomicU64,
+    /// The most permits held at once under the lease since the last
+    /// refresh (short calls are rarely in flight at the instant of a
+    /// refresh; their peak is what they need).
+    peak: AtomicU64,
     /// Whether the keeper has been asked to refresh early.
     nudged: AtomicBool,
     nudge: Event,
@@ -101,6 +105,7 @@ impl<R: Runtime> Share<R> {
             token: AtomicU64::new(0),
             token_era: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
             nudged: AtomicBool::new(false),
             nudge: Event::new(),
             changed: Event::new(),
@@ -192,7 +197,10 @@ impl<R: Runtime> Share<R> {
                 .era
                 .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Some((cur >> 32) as u32),
+                Ok(_) => {
+                    self.peak.fetch_max((cur & HELD) + 1, Ordering::Relaxed);
+                    return Some((cur >> 32) as u32);
+                }
                 Err(actual) => cur = actual,
             }
         }
@@ -227,6 +235,11 @@ impl<R: Runtime> Share<R> {
         (self.era.load(Ordering::Acquire) & HELD) as usize
     }
 
+    /// Permits granted from the share (its local bulkhead's, less the plug).
+    pub(super) fn granted(&self) -> u64 {
+        self.local.metrics().accepted.saturating_sub(1) as u64
+    }
+
     /// The current lease's fencing token.
     pub(super) fn token(&self) -> u64 {
         self.token.load(Ordering::Acquire)
@@ -255,13 +268,15 @@ impl<R: Runtime> Share<R> {
         }
     }
 
-    /// Slots in use now (the plug aside) and the demand: in use, waited
-    /// for, and `refused`.
-    fn demand(&self, refused: u64, limit: u32) -> (u64, u64) {
+    /// Slots in use now (the plug aside) and the demand: the most in use
+    /// at once since `peak` was last reset (or now, if more), waited for,
+    /// and `refused`.
+    fn demand(&self, peak: u64, refused: u64, limit: u32) -> (u64, u64) {
         // The plug is one slot of capacity and one in flight.
         let in_flight = self.local.in_flight().saturating_sub(1) as u64;
         let waiting = self.local.waiting() as u64;
         let demand = in_flight
+            .max(peak)
             .saturating_add(waiting)
             .saturating_add(refused)
             .min(u64::from(limit));
@@ -273,7 +288,11 @@ impl<R: Runtime> Share<R> {
     /// (others were still giving slots back). A process at its fair share
     /// under overload waits for its regular refresh.
     fn worth_refreshing(&self, limit: u32) -> bool {
-        let (_, now) = self.demand(self.refused.load(Ordering::Acquire), limit);
+        let (_, now) = self.demand(
+            self.peak.load(Ordering::Acquire),
+            self.refused.load(Ordering::Acquire),
+            limit,
+        );
         match self.last.lock() {
             Ok(last) => last.refreshes == 0 || now > last.demand || last.grant < last.target,
             Err(_) => true,
@@ -283,7 +302,11 @@ impl<R: Runtime> Share<R> {
     /// What to report: (demand, bound, fresh).
     fn report<C: Clock>(&self, core: &Core<C>, now: Instant, limit: u32) -> (u64, u64, bool) {
         let capacity = self.local.capacity().saturating_sub(1) as u64;
-        let (in_flight, demand) = self.demand(self.refused.swap(0, Ordering::AcqRel), limit);
+        let (in_flight, demand) = self.demand(
+            self.peak.swap(0, Ordering::AcqRel),
+            self.refused.swap(0, Ordering::AcqRel),
+            limit,
+        );
         let live = self.is_live(core, now);
         let fresh = !live
             || self.token_era.load(Ordering::Acquire) != self.era.load(Ordering::Acquire) >> 32;
@@ -383,6 +406,9 @@ pub(super) async fn run<R: Runtime>(
     let gap = share.refresh / 4;
     let mut next = clock.now();
     let mut last_sent: Option<Instant> = None;
+    // Grants told to the metrics (counted in bulk at each refresh: the
+    // hot path counts nothing of its own).
+    let mut counted = 0;
     let closing = loop {
         let nudge = share.nudge.listen();
         tokio::select! {
@@ -412,6 +438,9 @@ pub(super) async fn run<R: Runtime>(
         }
         let sent = clock.now();
         share.nudged.store(false, Ordering::Release);
+        let granted = share.granted();
+        core.stats.granted_leased(core.name, granted - counted);
+        counted = granted;
         let (demand, bound, fresh) = share.report(&core, sent, core.config.limit);
         core.stats.demand(core.name, demand);
         let report = Report {
@@ -465,6 +494,7 @@ impl<R: Runtime> super::GlobalBulkhead<R> {
         share: &Share<R>,
         front: Option<OwnedPermit<R>>,
         deadline: Option<Instant>,
+        now: Option<Instant>,
     ) -> Result<super::GlobalPermit<R>, super::GlobalError> {
         use super::GlobalError;
         let inner = &*self.inner;
@@ -477,8 +507,8 @@ impl<R: Runtime> super::GlobalBulkhead<R> {
                 .first_attempt(clock, deadline.map_or(bound, |d| d.min(bound)))
                 .await;
         }
+        let mut now = now.unwrap_or_else(|| clock.now());
         loop {
-            let now = clock.now();
             if !share.is_live(core, now) {
                 share.nudge();
                 return self.fallback(front, deadline, share.failure()).await;
@@ -494,21 +524,21 @@ impl<R: Runtime> super::GlobalBulkhead<R> {
                     share.local.acquire_owned_until(until).await
                 }
             };
+            // A wait above ended before the lease it started under (or
+            // the lease was renewed): `now` from before it still tells
+            // whether that lease is live, unless it was lost meanwhile,
+            // which `enter` sees.
             match got {
                 Ok(slot) => {
-                    let Some(era) = share.enter(core, clock.now()) else {
+                    let Some(era) = share.enter(core, now) else {
+                        now = clock.now();
                         continue; // the lease ended as the slot was taken
                     };
-                    if !core.count_alive() {
-                        share.leave(era);
-                        return Err(core.stats.rejected(core.name, GlobalError::Closed));
-                    }
-                    core.stats.granted_leased(core.name);
                     return Ok(super::GlobalPermit {
                         held: super::Held::Leased {
                             era,
                             token: share.token(),
-                            _slot: slot,
+                            slot: Some(slot),
                         },
                         inner: Arc::clone(&self.inner),
                         _front: front,
@@ -520,6 +550,10 @@ impl<R: Runtime> super::GlobalBulkhead<R> {
                         return Err(core.stats.rejected(core.name, GlobalError::TimedOut));
                     }
                     // The lease ended first: try again (and fall back).
+                    now = clock.now();
+                }
+                Err(crate::bulkhead::AcquireError::Closed) => {
+                    return Err(core.stats.rejected(core.name, GlobalError::Closed));
                 }
                 Err(_) => {
                     share.refused();

@@ -446,19 +446,6 @@ impl<R: Runtime> Core<R> {
         true
     }
 
-    /// Counts a permit alive that is not recorded as a grant (a leased
-    /// share's); false (nothing counted) once `close` has begun.
-    pub(super) fn count_alive(&self) -> bool {
-        let Ok(_leases) = self.leases.lock() else {
-            return false;
-        };
-        if self.closed.load(Ordering::Acquire) {
-            return false;
-        }
-        self.alive.fetch_add(1, Ordering::AcqRel);
-        true
-    }
-
     /// Refuses every later `hold`; true the first time.
     pub(super) fn close(&self) -> bool {
         let _leases = self.leases.lock();
@@ -477,15 +464,27 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Resolves once no global permit of this process is alive.
-    pub(super) async fn drained(&self) {
+    /// Global permits alive (per call).
+    pub(super) fn alive(&self) -> usize {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Resolves once `done` holds, checked at first and after each
+    /// [`wake_drained`](Self::wake_drained) (and each per-call permit
+    /// that was the last alive).
+    pub(super) async fn drained_by(&self, done: impl Fn() -> bool) {
         loop {
             let listener = self.drained.listen();
-            if self.alive.load(Ordering::Acquire) == 0 {
+            if done() {
                 return;
             }
             listener.await;
         }
+    }
+
+    /// Wakes `drained_by`'s waiters to check again.
+    pub(super) fn wake_drained(&self) {
+        self.drained.notify(usize::MAX);
     }
 
     /// How many grants this process holds with a live lease. A lease found

@@ -159,13 +159,13 @@ impl Stats {
             .increment(1);
     }
 
-    /// A permit of the leased share (no Redis call).
-    pub(super) fn granted_leased(&self, system: &'static str) {
-        bump(&self.granted, 1);
+    /// `n` permits granted from the leased share since the last count
+    /// (told to the metrics at each refresh; the snapshot reads the share).
+    pub(super) fn granted_leased(&self, system: &'static str, n: u64) {
         #[cfg(feature = "metrics")]
         ::metrics::counter!("global_bulkhead_acquired_total", "system" => system, "source" => "global")
-            .increment(1);
-        let _ = system;
+            .increment(n);
+        let _ = (system, n);
     }
 
     /// A refresh gave this process `share` slots, with `fleet_held` held

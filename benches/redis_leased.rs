@@ -1,0 +1,267 @@
+//! `redis::GlobalBulkhead` in leased mode (`GlobalConfigBuilder::leased`)
+//! through a real `redis-server` on a Unix socket, beside a local
+//! `Bulkhead` and the per-call mode, in the same run.
+//!
+//! | row | what |
+//! |---|---|
+//! | `Bulkhead` | a local bulkhead's `acquire_owned_timeout(d).await` + drop (the floor, in the global call's shape) |
+//! | leased | the leased global bulkhead's `acquire_timeout(d).await` + drop |
+//! | per call | the per-call global bulkhead's `acquire_timeout(d).await` + drop (the release batched by the keeper) |
+//!
+//! Each at 1 task and at 16 concurrent tasks (limit 64: nobody is refused).
+//! "Redis calls per pair" is what Redis counted (`INFO commandstats`,
+//! `EVALSHA` calls). Then the fleet: 4 processes × 16 tasks for 1 s in
+//! each mode, acquire + release as fast as they go: pairs per second for
+//! the fleet, and Redis calls per pair. Each figure in the first table is
+//! the median of 7 runs.
+//!
+//! A bench binary, not criterion: it starts its own `redis-server` (which
+//! `.ci/run` installs) and stops it, and runs itself again as the fleet's
+//! processes.
+//!
+//! Run: `cargo bench --bench redis_leased --features redis` (about 20 s).
+//! The table: the guide, `src/guide/benchmarks.rs`
+//! (`watertight::guide::benchmarks`).
+
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::hint::black_box;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis_server::RedisServer;
+use watertight::clock::TokioClock;
+use watertight::redis::{GlobalBulkhead, GlobalConfig};
+use watertight::Bulkhead;
+
+const RUNS: usize = 7;
+const PAIRS: usize = 20_000;
+const LIMIT: u32 = 64;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn leased() -> GlobalConfig {
+    GlobalConfig::builder(LIMIT)
+        .store_timeout(Duration::from_secs(2))
+        .lease(Duration::from_secs(3))
+        .leased(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+fn per_call() -> GlobalConfig {
+    GlobalConfig::builder(LIMIT)
+        .store_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `per_task` iterations of `op` on each of `tasks` tasks at once;
+/// returns the wall time per iteration (all tasks' together).
+async fn run<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (op, start) = (op.clone(), start.clone());
+        handles.push(tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..per_task {
+                op().await;
+            }
+        }));
+    }
+    start.wait().await;
+    let t = Instant::now();
+    for h in handles {
+        h.await.unwrap();
+    }
+    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
+}
+
+/// Lets `g`'s share grow to what `tasks` tasks ask for.
+async fn warm(g: &GlobalBulkhead, tasks: usize) {
+    let mut held = Vec::new();
+    for _ in 0..tasks {
+        held.push(g.acquire_timeout(Duration::from_secs(10)).await.unwrap());
+    }
+}
+
+fn main() {
+    if let Ok(mode) = std::env::var("WT_FLEET") {
+        fleet_process(&mode);
+        return;
+    }
+    let server = RedisServer::start();
+    let rt = runtime();
+    println!();
+    println!("| row | tasks | ns per pair | ÷ Bulkhead | Redis calls per pair |");
+    println!("|---|---|---|---|---|");
+    rt.block_on(async {
+        let local = Arc::new(Bulkhead::new("bench-local", LIMIT as usize, TokioClock));
+        let leased_g = GlobalBulkhead::connect(&server.url(), "bench-leased", leased()).unwrap();
+        let per_call_g =
+            GlobalBulkhead::connect(&server.url(), "bench-per-call", per_call()).unwrap();
+        warm(&leased_g, 16).await;
+        per_call_g
+            .try_acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        for tasks in [1, 16] {
+            let per_task = PAIRS / tasks;
+            let (mut base, mut lease, mut call) = (vec![], vec![], vec![]);
+            let (mut lease_calls, mut call_calls) = (vec![], vec![]);
+            for _ in 0..RUNS {
+                // The same shape as the global call: a wait with a
+                // timeout, an owned permit.
+                let l = local.clone();
+                let t = run(tasks, per_task, move || {
+                    let l = l.clone();
+                    async move {
+                        let p = l.acquire_owned_timeout(Duration::from_secs(5)).await;
+                        drop(black_box(p.unwrap()));
+                    }
+                })
+                .await;
+                base.push(t.as_secs_f64());
+
+                let before = server.evalsha_calls();
+                let g = leased_g.clone();
+                let t = run(tasks, per_task, move || {
+                    let g = g.clone();
+                    async move {
+                        drop(black_box(
+                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
+                        ))
+                    }
+                })
+                .await;
+                lease.push(t.as_secs_f64());
+                lease_calls.push((server.evalsha_calls() - before) as f64 / PAIRS as f64);
+
+                // Fewer pairs: each is a round trip.
+                let before = server.evalsha_calls();
+                let g = per_call_g.clone();
+                let n = per_task / 10;
+                let t = run(tasks, n, move || {
+                    let g = g.clone();
+                    async move {
+                        drop(black_box(
+                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
+                        ))
+                    }
+                })
+                .await;
+                call.push(t.as_secs_f64());
+                tokio::time::sleep(Duration::from_millis(20)).await; // the keeper's batches
+                call_calls.push((server.evalsha_calls() - before) as f64 / (n * tasks) as f64);
+            }
+            let base = median(base);
+            for (name, t, calls) in [
+                ("Bulkhead (local)", base, None),
+                ("leased", median(lease), Some(median(lease_calls))),
+                ("per call", median(call), Some(median(call_calls))),
+            ] {
+                println!(
+                    "| {name} | {tasks} | {:.0} | {:.2} | {} |",
+                    t * 1e9,
+                    t / base,
+                    calls.map_or("—".into(), |c: f64| format!("{c:.4}"))
+                );
+            }
+        }
+        leased_g.close().await.unwrap();
+        per_call_g.close().await.unwrap();
+    });
+
+    println!();
+    println!("| fleet: 4 processes × 16 tasks, 1 s | pairs per second | Redis calls per pair |");
+    println!("|---|---|---|");
+    for mode in ["leased", "per-call"] {
+        let before = server.evalsha_calls();
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                Command::new(std::env::current_exe().unwrap())
+                    .env("WT_FLEET", mode)
+                    .env("WT_URL", server.url())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut pairs = 0u64;
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success());
+            pairs += String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<u64>()
+                .unwrap();
+        }
+        let calls = server.evalsha_calls() - before;
+        println!(
+            "| {mode} | {:.0} | {:.6} |",
+            pairs as f64,
+            calls as f64 / pairs as f64
+        );
+    }
+}
+
+/// One process of the fleet: 16 tasks taking and dropping permits for 1 s
+/// (after a warm-up); prints the pairs done.
+fn fleet_process(mode: &str) {
+    let url = std::env::var("WT_URL").unwrap();
+    runtime().block_on(async {
+        let config = if mode == "leased" {
+            leased()
+        } else {
+            per_call()
+        };
+        let g = GlobalBulkhead::connect(&url, "bench-fleet", config).unwrap();
+        warm(&g, 16).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let pairs = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..16 {
+            let (g, stop, pairs) = (g.clone(), stop.clone(), pairs.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(p) = g.acquire_timeout(Duration::from_secs(1)).await {
+                        drop(black_box(p));
+                        pairs.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // A call does I/O: the runtime's other tasks (the
+                    // keeper, the timers) get their turn.
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        g.close().await.unwrap();
+        println!("{}", pairs.load(Ordering::Relaxed));
+    });
+}
