@@ -123,14 +123,20 @@
 use std::{format, string::String};
 
 mod config;
+mod conn;
 mod error;
 mod keeper;
+mod rate;
 mod runtime;
 mod store;
 mod telemetry;
 
 pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError};
 pub use error::{GlobalBuildError, GlobalError, StoreFailure};
+pub use rate::{
+    GlobalRateBuildError, GlobalRateConfig, GlobalRateConfigBuilder, GlobalRateConfigError,
+    GlobalRateError, GlobalRateLimiter, GlobalRateMetrics, RateFallback, RateKey, RateKeyError,
+};
 pub use runtime::Runtime;
 pub use telemetry::GlobalMetrics;
 
