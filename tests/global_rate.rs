@@ -566,3 +566,99 @@ fn four_processes_stay_within_one_quota_and_use_it() {
         "{admitted} admitted, under 90 % of {nominal}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The tower layer, over real HTTP on 127.0.0.1.
+
+#[cfg(feature = "tower")]
+mod http {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    use axum::error_handling::HandleErrorLayer;
+    use axum::http::{header, Request, StatusCode};
+    use axum::response::{IntoResponse, Response};
+    use axum::{body::Body, routing::get, Router};
+    use watertight::tower::{GlobalRateLimitError, GlobalRateLimitLayer};
+
+    async fn shed(err: GlobalRateLimitError<Infallible>) -> Response {
+        match (&err, err.retry_after()) {
+            (GlobalRateLimitError::BadKey(_), _) => StatusCode::BAD_REQUEST.into_response(),
+            (_, Some(wait)) => {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let headers = [(header::RETRY_AFTER, secs.to_string())];
+                (StatusCode::TOO_MANY_REQUESTS, headers).into_response()
+            }
+            _ => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        }
+    }
+
+    #[test]
+    fn the_layer_sheds_each_api_key_past_its_fleet_wide_rate_with_429() {
+        let server = RedisServer::start();
+        runtime().block_on(async {
+            let c = config(Quota::per_minute(60).burst(3)).build().unwrap();
+            let api = GlobalRateLimiter::connect(&server.url(), "api", c).unwrap();
+            let hits = Arc::new(AtomicUsize::new(0));
+            let handler = {
+                let hits = hits.clone();
+                move || async move {
+                    hits.fetch_add(1, SeqCst);
+                    "results"
+                }
+            };
+            let per_client = GlobalRateLimitLayer::new(api, |req: &Request<Body>| {
+                RateKey::new(
+                    req.headers()
+                        .get("x-api-key")
+                        .map_or(&b""[..], |v| v.as_bytes()),
+                )
+            });
+            let app: Router = Router::new().route(
+                "/search",
+                get(handler).route_layer(
+                    tower::ServiceBuilder::new()
+                        .layer(HandleErrorLayer::new(shed))
+                        .layer(per_client),
+                ),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/search", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let get = |key: Option<&'static str>| {
+                let mut req = client.get(&url);
+                if let Some(k) = key {
+                    req = req.header("x-api-key", k);
+                }
+                async move {
+                    let resp = req.send().await.unwrap();
+                    let retry = resp
+                        .headers()
+                        .get(header::RETRY_AFTER)
+                        .map(|v| v.to_str().unwrap().to_owned());
+                    (resp.status().as_u16(), retry)
+                }
+            };
+            let mut a = Vec::new();
+            for _ in 0..6 {
+                a.push(get(Some("a")).await);
+            }
+            let ok = (200, None);
+            let slow_down = (429, Some("1".to_owned()));
+            assert_eq!(a[..3], [ok.clone(), ok.clone(), ok.clone()]);
+            assert_eq!(a[3..], [slow_down.clone(), slow_down.clone(), slow_down]);
+            for _ in 0..3 {
+                assert_eq!(get(Some("b")).await, ok);
+            }
+            assert_eq!(get(None).await.0, 400);
+            assert_eq!(
+                hits.load(SeqCst),
+                6,
+                "a refused request reached the handler"
+            );
+        });
+    }
+}
