@@ -9,6 +9,8 @@
 //! | `try_acquire + release().await` | a grant, then a release waited for: two round trips |
 //! | `local front refuses` | the local cap is reached: refused with no Redis call (ns) |
 //! | `Bulkhead::try_acquire refuses` | the same refusal from a plain local `Bulkhead` (ns), for reading the row above |
+//! | `GlobalRateLimiter::check` | one fleet-wide GCRA check, admitted: one script (per check, not per pair) |
+//! | `RateLimiter::check admits` | the local rate limiter's admission (ns), for reading the row above |
 //!
 //! Each row runs at 1 task and at 16 concurrent tasks (limit 64, so nobody
 //! is refused). "Round trips" is time per pair ÷ time per `PING` at the
@@ -33,7 +35,10 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;
-use watertight::redis::{GlobalBulkhead, GlobalConfig};
+use watertight::rate::{Quota, RateLimiter};
+use watertight::redis::{
+    GlobalBulkhead, GlobalConfig, GlobalRateConfig, GlobalRateLimiter, RateKey,
+};
 use watertight::Bulkhead;
 
 const RUNS: usize = 7;
@@ -179,13 +184,30 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
     let release = Arc::new(redis::Script::new(include_str!(
         "../src/redis/scripts/release.lua"
     )));
+    // A quota nobody reaches (a million a second, a second's burst): every
+    // check is admitted, one script each.
+    let wide = Quota::per_second(1_000_000).burst(1_000_000);
+    let rate = GlobalRateLimiter::connect(
+        &server.url(),
+        "bench-rate",
+        GlobalRateConfig::builder(wide)
+            .store_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    rate.check(&RateKey::whole()).await.unwrap();
 
     let mut rows = Vec::new();
     for tasks in [1, 16] {
         let per_task = PAIRS / tasks;
         let mut ping = vec![];
-        let (mut raw, mut dropped, mut awaited) =
-            (Samples::default(), Samples::default(), Samples::default());
+        let (mut raw, mut dropped, mut awaited, mut checked) = (
+            Samples::default(),
+            Samples::default(),
+            Samples::default(),
+            Samples::default(),
+        );
         for _ in 0..RUNS {
             let c = con.clone();
             let t = run(tasks, per_task, move || {
@@ -253,6 +275,17 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
             })
             .await;
             awaited.push(t, per_pair(server, before, PAIRS));
+
+            let before = server.evalsha_stats();
+            let rr = rate.clone();
+            let t = run(tasks, per_task, move || {
+                let r = rr.clone();
+                async move {
+                    r.check(&RateKey::whole()).await.unwrap();
+                }
+            })
+            .await;
+            checked.push(t, per_pair(server, before, PAIRS));
         }
         let ping = median(ping);
         rows.push(Row {
@@ -270,6 +303,11 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
             ping,
         ));
         rows.push(awaited.row("try_acquire + release().await", tasks, ping));
+        rows.push(checked.row(
+            "GlobalRateLimiter::check, admitted (one GCRA script; per check)",
+            tasks,
+            ping,
+        ));
     }
 
     // The local front at its cap: refused without Redis.
@@ -298,9 +336,24 @@ async fn bench(server: &RedisServer) -> Vec<Row> {
         }
         plain.push((t.elapsed() / REFUSALS).as_secs_f64());
     }
+    // The local rate limiter's admission, for reading the global one's.
+    let local_rate = RateLimiter::new("bench-local-rate", wide, StdClock);
+    let mut local_checks = vec![];
+    const CHECKS: u32 = 200_000;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        for _ in 0..CHECKS {
+            let _ = black_box(local_rate.check());
+        }
+        local_checks.push((t.elapsed() / CHECKS).as_secs_f64());
+    }
     for (name, v) in [
         ("local front at its cap refuses (no Redis call)", front),
         ("for reading it: Bulkhead::try_acquire refuses", plain),
+        (
+            "for reading the GCRA row: RateLimiter::check admits",
+            local_checks,
+        ),
     ] {
         rows.push(Row {
             name,

@@ -108,6 +108,73 @@
 //! rounds, more than 20 at once at the neighbour in round 1, between 10 and 20
 //! in round 2.
 //!
+//! # One rate across processes: `GlobalRateLimiter`
+//!
+//! The bulkhead bounds how many calls run at once; a provider's quota is
+//! usually a rate ("200 requests a second per API key"), and twelve
+//! replicas that each hold a local `RateLimiter` of 200/s send 2,400.
+//! `watertight::redis::GlobalRateLimiter` keeps the GCRA schedule in Redis,
+//! one key per client, so the whole fleet spends from one quota:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")] {
+//! use core::time::Duration;
+//! use watertight::rate::Quota;
+//! use watertight::redis::{GlobalRateConfig, GlobalRateError, GlobalRateLimiter, RateFallback, RateKey};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = GlobalRateConfig::builder(Quota::per_second(200).burst(20)) // per key, fleet-wide
+//!     .fallback(RateFallback::Local(Quota::per_second(50)))                  // while Redis is down
+//!     .build()?;
+//! let api = GlobalRateLimiter::connect("redis://127.0.0.1/", "api", config)?;
+//!
+//! // Inbound: shed a client past its rate with 429 and the exact hint.
+//! let client = RateKey::new("customer-42")?; // any bytes up to 256, encoded for Redis
+//! if let Err(GlobalRateError::Limited { retry_after }) = api.check(&client).await {
+//!     println!("429, Retry-After: {}", retry_after.as_secs() + 1);
+//! }
+//!
+//! // Outbound: wait (up to 2 s) for a cell of the provider's one quota.
+//! api.acquire_timeout(&RateKey::whole(), Duration::from_secs(2)).await?;
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run()).unwrap();
+//! # }
+//! ```
+//!
+//! What it guarantees (its type's docs say it in full):
+//!
+//! - **The bound, on Redis's clock alone**: each check is one Lua script
+//!   that reads Redis's `TIME` and steps the key's theoretical arrival time
+//!   atomically, so over any window `w` a key admits at most
+//!   `burst + ⌊w / T⌋` cells fleet-wide, whatever the processes' clocks.
+//!   The schedule is in microseconds (`T` rounded up: never faster than
+//!   asked), and `retry_after` is exact to the microsecond.
+//! - **Bounded memory**: a key expires at its theoretical arrival time, so
+//!   it lives at most one burst window (`burst × T`) after its last
+//!   admission; a refusal writes nothing.
+//! - **Hostile keys**: `RateKey::new` refuses empty and over-long keys
+//!   with a typed error and encodes every other byte, so no key can leave
+//!   the system's `{name}` hash tag or share another key's limit.
+//! - **Redis down**: the bulkhead's breaker and store timeout, then
+//!   `FailClosed` (a typed `StoreUnavailable`) or `Local(quota)`, a local
+//!   `RateLimiter` (per key: a `KeyedRateLimiter` of 512 keys).
+//! - **A restart without persistence** forgets the schedules: each key
+//!   starts again with a full burst (at most one burst over, per key,
+//!   once).
+//! - **Waiting** sleeps for the hint on the runtime's clock and checks
+//!   again; it is refused at once when the hint lands past the deadline. It
+//!   reserves nothing, so waiters are not served in order.
+//! - **Policy and tower**: `api.call(&policy, &key, make)` answers a
+//!   refusal with the policy's `ErrorKind::RateLimited` and its hint, and
+//!   `tower::GlobalRateLimitLayer` sheds inbound requests keyed by a
+//!   function of the request (`Clone`, no `Buffer`).
+//!
+//! `tests/global_rate.rs` runs four processes against 200/s with a burst of
+//! 20 for 5 s: 1,020 admitted over 5.006 s of Redis time, where GCRA allows
+//! 1,021 (`burst + ⌊w / T⌋`) and the nominal `burst + 200 × 5` is 1,020.
+//! A check costs one round trip and about 6 µs of Redis's thread:
+//! [benchmarks](super::benchmarks#the-global-rate-limiter-on-redis).
 //!
 //! What a grant and a release cost against a `PING`, and how many round
 //! trips they take: [benchmarks: the global bulkhead](super::benchmarks#the-global-bulkhead-on-redis).

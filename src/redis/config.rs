@@ -112,7 +112,7 @@ pub struct GlobalConfig {
 /// The breaker in front of Redis, by default: the last 10 commands, opened
 /// by a failure rate of 50 % over at least 5 of them, for 5 s; Redis's
 /// commands are not timed (their own timeout bounds them).
-const STORE_BREAKER: BreakerConfig = match BreakerConfig::builder()
+pub(super) const STORE_BREAKER: BreakerConfig = match BreakerConfig::builder()
     .window_size(10)
     .minimum_calls(5)
     .failure_rate_threshold(50.0)

@@ -204,8 +204,10 @@
 use std::{format, string::String};
 
 mod config;
+mod conn;
 mod error;
 mod keeper;
+mod rate;
 mod runtime;
 mod share;
 mod store;
@@ -213,6 +215,10 @@ mod telemetry;
 
 pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError, Mode};
 pub use error::{GlobalBuildError, GlobalError, StoreFailure};
+pub use rate::{
+    GlobalRateBuildError, GlobalRateConfig, GlobalRateConfigBuilder, GlobalRateConfigError,
+    GlobalRateError, GlobalRateLimiter, GlobalRateMetrics, RateFallback, RateKey, RateKeyError,
+};
 pub use runtime::Runtime;
 pub use telemetry::GlobalMetrics;
 

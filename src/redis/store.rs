@@ -12,7 +12,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::ConnectionManager;
 use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
 use event_listener::{Event, EventListener};
 
@@ -242,18 +242,8 @@ impl<R: Runtime> Core<R> {
                 Ok::<(), ::redis::aio::SendError>(())
             }
         };
-        // Our own timeout (in `Core::run`) cuts each command; redis-rs's, a
-        // little later, only backs it up.
-        let timeout = config.store_timeout.saturating_mul(2);
-        // A refused connection is an error at once, not a wait: one attempt
-        // per command (the next command tries again), so that the breaker,
-        // not a retry loop, decides how often Redis is asked.
-        let manager = ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(config.store_timeout)
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
+        // The shared settings (conn.rs), with the release channel's pushes.
+        let manager = super::conn::manager_config(config.store_timeout)
             .set_push_sender(push)
             .set_automatic_resubscription();
         let con = ConnectionManager::new_lazy_with_config(client.clone(), manager)
@@ -289,25 +279,14 @@ impl<R: Runtime> Core<R> {
     where
         F: Future<Output = Result<T, ::redis::RedisError>>,
     {
-        let clock = &self.clock;
-        let end = clock.now().saturating_add(self.config.store_timeout);
         self.stats.redis_call(self.name);
-        tokio::select! {
-            biased;
-            r = cmd => r.map_err(|e| {
-                if e.is_timeout() {
-                    self.stats.store_timeout(self.name);
-                    StoreFailure::TimedOut
-                } else {
-                    self.stats.store_error(self.name, &e);
-                    StoreFailure::Redis(e)
-                }
-            }),
-            () = clock.sleep_until(end) => {
-                self.stats.store_timeout(self.name);
-                Err(StoreFailure::TimedOut)
-            }
+        let out = super::conn::timed(&self.clock, self.config.store_timeout, cmd).await;
+        match &out {
+            Err(StoreFailure::Redis(e)) => self.stats.store_error(self.name, e),
+            Err(_) => self.stats.store_timeout(self.name),
+            Ok(_) => {}
         }
+        out
     }
 
     /// Runs the acquire script for `member`: a grant with its fencing
