@@ -1007,7 +1007,7 @@ async fn main() -> ExitCode {
 /// Act 7: one limit across processes, on Redis.
 #[cfg(feature = "redis")]
 async fn act_7() -> ExitCode {
-    let title = "Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20";
+    let title = "Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20, per call and leased";
     let Some(redis_server) = global_limit::redis_server_on_path() else {
         println!();
         println!(

@@ -15,7 +15,11 @@
 //!    up to 4 × 20 = 80 calls at once;
 //! 2. each worker through one [`GlobalBulkhead`] of [`GLOBAL_LIMIT`] (its
 //!    local front, `local_cap(20)`, is the same per-process cap as before):
-//!    the neighbour sees at most 20.
+//!    the neighbour sees at most 20, and every call costs Redis calls;
+//! 3. the same limit in leased mode (`GlobalConfigBuilder::leased`): each
+//!    worker serves its calls from a leased share of the 20, refreshed in
+//!    one Redis call every [`REFRESH`] (and early when the share runs dry):
+//!    at most 20 still, with a small fraction of a Redis call per call.
 //!
 //! Workers connect and warm up (HTTP connections, and Redis in round 2)
 //! first, report `ready`, and start together when the parent writes `go`,
@@ -52,6 +56,8 @@ pub const CALLS: usize = 40;
 pub const ROLE: &str = "WATERTIGHT_GLOBAL_LIMIT_ROLE";
 const NEIGHBOUR: &str = "WATERTIGHT_GLOBAL_LIMIT_NEIGHBOUR";
 const REDIS: &str = "WATERTIGHT_GLOBAL_LIMIT_REDIS";
+/// How often a leased share is refreshed in round 3.
+pub const REFRESH: Duration = Duration::from_millis(200);
 /// How to get a `redis-server` where there is none.
 pub const HOW_TO_ENABLE: &str = "apt-get install -y redis-server";
 /// The longest a worker's call waits for a slot.
@@ -213,6 +219,8 @@ pub enum Round {
     Local,
     /// One `GlobalBulkhead` of 20 for all of them.
     Global,
+    /// The same, in leased mode.
+    Leased,
 }
 
 impl Round {
@@ -220,6 +228,7 @@ impl Round {
         match self {
             Round::Local => "local",
             Round::Global => "global",
+            Round::Leased => "leased",
         }
     }
 }
@@ -263,12 +272,13 @@ async fn worker(role: &str) -> Result<(), String> {
             LOCAL_SLOTS,
             TokioClock,
         ))),
-        "global" => {
+        "global" | "leased" => {
             let url = std::env::var(REDIS).map_err(|_| format!("{REDIS} unset"))?;
-            let config = GlobalConfig::builder(GLOBAL_LIMIT)
-                .local_cap(LOCAL_SLOTS)
-                .build()
-                .map_err(|e| e.to_string())?;
+            let mut config = GlobalConfig::builder(GLOBAL_LIMIT).local_cap(LOCAL_SLOTS);
+            if role == "leased" {
+                config = config.lease(Duration::from_secs(2)).leased(REFRESH);
+            }
+            let config = config.build().map_err(|e| e.to_string())?;
             let g =
                 GlobalBulkhead::connect(&url, "neighbour", config).map_err(|e| e.to_string())?;
             // Connect to Redis (and load the scripts) before the round.
@@ -295,6 +305,11 @@ async fn worker(role: &str) -> Result<(), String> {
             .map_err(|e| format!("warm-up: {e}"))?;
     }
 
+    // Redis calls made so far (connecting, warming up): not the round's.
+    let warm_calls = match &limit {
+        Limit::Global(g) => g.metrics().redis_calls,
+        Limit::Local(_) => 0,
+    };
     println!("ready");
     let mut line = String::new();
     BufReader::new(tokio::io::stdin())
@@ -320,12 +335,19 @@ async fn worker(role: &str) -> Result<(), String> {
             Outcome::Failed => tally.failed += 1,
         }
     }
+    let mut redis_calls = 0;
     if let Limit::Global(g) = &*limit {
-        // Before `main` returns: every release reaches Redis, and the
-        // keeper task stops.
+        // Before `main` returns: every release (or the share) reaches
+        // Redis, and the keeper task stops.
+        let before = g.metrics().redis_calls;
         g.close().await.map_err(|e| format!("close: {e}"))?;
+        // The round's calls, the warm-up's and close's aside.
+        redis_calls = before - warm_calls;
     }
-    println!("done {} {} {}", tally.ok, tally.refused, tally.failed);
+    println!(
+        "done {} {} {} {redis_calls}",
+        tally.ok, tally.refused, tally.failed
+    );
     Ok(())
 }
 
@@ -392,6 +414,8 @@ pub struct Report {
     pub refused: usize,
     /// Calls that got no answer.
     pub failed: usize,
+    /// Commands the workers sent to Redis during the round.
+    pub redis_calls: u64,
     /// Calls the neighbour saw.
     pub seen: usize,
     /// The most calls in flight at the neighbour at once.
@@ -435,6 +459,7 @@ async fn round(round: Round, base: &str, redis: &str, n: &Neighbour) -> Result<R
             .map_err(|e| format!("telling a worker to go: {e}"))?;
     }
     let mut total = Tally::default();
+    let mut redis_calls = 0;
     for (_, _, out) in &mut workers.0 {
         let line = expect_line(out, "done").await?;
         let v: Vec<usize> = line
@@ -442,12 +467,13 @@ async fn round(round: Round, base: &str, redis: &str, n: &Neighbour) -> Result<R
             .skip(1)
             .filter_map(|x| x.parse().ok())
             .collect();
-        let [ok, refused, failed] = v[..] else {
+        let [ok, refused, failed, calls] = v[..] else {
             return Err(format!("a worker said {line:?}"));
         };
         total.ok += ok;
         total.refused += refused;
         total.failed += failed;
+        redis_calls += calls as u64;
     }
     let took = start.elapsed();
     for (child, _, _) in &mut workers.0 {
@@ -462,6 +488,7 @@ async fn round(round: Round, base: &str, redis: &str, n: &Neighbour) -> Result<R
         ok: total.ok,
         refused: total.refused,
         failed: total.failed,
+        redis_calls,
         seen: n.calls.load(SeqCst),
         max_in_flight: n.max_in_flight.load(SeqCst),
         took,
@@ -488,7 +515,7 @@ pub async fn run(program: &Path) -> Result<Vec<Report>, String> {
     let redis = RedisServer::start(program)?;
     let url = redis.url();
     let mut reports = Vec::new();
-    for r in [Round::Local, Round::Global] {
+    for r in [Round::Local, Round::Global, Round::Leased] {
         let report = tokio::time::timeout(ROUND_LIMIT, round(r, &base, &url, &neighbour))
             .await
             .map_err(|_| format!("round {} took over {} s", r.role(), ROUND_LIMIT.as_secs()))??;
@@ -512,8 +539,13 @@ pub fn setup() -> String {
 /// The rounds as a table, each line indented by `indent`.
 pub fn print_table(reports: &[Report], indent: &str) {
     println!(
-        "{indent}{:<5}  {:<48}  {:>8}  {:>30}  {:>7}",
-        "round", "limit", "answered", "max in flight at the neighbour", "time"
+        "{indent}{:<5}  {:<56}  {:>8}  {:>30}  {:>7}  {:>20}",
+        "round",
+        "limit",
+        "answered",
+        "max in flight at the neighbour",
+        "time",
+        "Redis calls per call"
     );
     for r in reports {
         let (n, limit) = match r.round {
@@ -525,10 +557,21 @@ pub fn print_table(reports: &[Report], indent: &str) {
                 2,
                 format!("GlobalBulkhead({GLOBAL_LIMIT}) on Redis, local_cap({LOCAL_SLOTS}) each"),
             ),
+            Round::Leased => (
+                3,
+                format!(
+                    "the same, leased: a share each, refreshed every {} ms",
+                    REFRESH.as_millis()
+                ),
+            ),
         };
         let answered = format!("{}/{}", r.ok, r.calls);
+        let per_call = match r.round {
+            Round::Local => "-".to_string(),
+            _ => format!("{:.2}", r.redis_calls as f64 / r.calls as f64),
+        };
         println!(
-            "{indent}{n:<5}  {limit:<48}  {answered:>8}  {:>30}  {:>4} ms",
+            "{indent}{n:<5}  {limit:<56}  {answered:>8}  {:>30}  {:>4} ms  {per_call:>20}",
             r.max_in_flight,
             r.took.as_millis()
         );
@@ -549,10 +592,20 @@ pub fn conclusion(reports: &[Report]) -> String {
             .find(|r| r.round == round)
             .map_or(0, |r| r.max_in_flight)
     };
+    let calls = |round| {
+        reports
+            .iter()
+            .find(|r| r.round == round)
+            .map_or(0.0, |r| r.redis_calls as f64 / r.calls as f64)
+    };
     format!(
         "local limits alone let {} calls at once reach the neighbour ({WORKERS} x {LOCAL_SLOTS} \
-         slots); through one GlobalBulkhead of {GLOBAL_LIMIT}, {} at most",
+         slots); through one GlobalBulkhead of {GLOBAL_LIMIT}, {} at most ({:.2} Redis calls \
+         per call), and leased, {} at most ({:.2} Redis calls per call)",
         max(Round::Local),
-        max(Round::Global)
+        max(Round::Global),
+        calls(Round::Global),
+        max(Round::Leased),
+        calls(Round::Leased)
     )
 }

@@ -335,7 +335,7 @@ impl<R: Runtime> Share<R> {
         if let Ok(mut f) = self.failure.lock() {
             *f = None;
         }
-        core.stats.share(core.name, r.grant, r.fleet_held);
+        core.stats.share(core.name, r.grant, r.target, r.fleet_held);
     }
 
     fn failed<C: Clock>(&self, core: &Core<C>, failure: StoreFailure, now: Instant) {

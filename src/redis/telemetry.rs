@@ -168,13 +168,21 @@ impl Stats {
         let _ = (system, n);
     }
 
-    /// A refresh gave this process `share` slots, with `fleet_held` held
-    /// fleet-wide.
-    pub(super) fn share(&self, system: &'static str, share: u64, fleet_held: u64) {
+    /// A refresh gave this process `share` slots (`target` its fair
+    /// share), with `fleet_held` held fleet-wide.
+    pub(super) fn share(&self, system: &'static str, share: u64, target: u64, fleet_held: u64) {
         self.saw_in_flight(system, fleet_held);
         #[cfg(feature = "metrics")]
         ::metrics::gauge!("global_bulkhead_share", "system" => system).set(share as f64);
-        let _ = (system, share);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            system,
+            share,
+            target,
+            fleet_held,
+            "global bulkhead: leased share refreshed"
+        );
+        let _ = (system, share, target);
     }
 
     /// A demand reported by a refresh.
