@@ -701,3 +701,45 @@ fn a_stopped_sharer_loses_its_lease_and_says_so_when_continued() {
     });
     assert!(holder.wait().unwrap().success());
 }
+
+#[test]
+fn a_tower_service_behind_a_leased_limit_holds_a_permit_per_request() {
+    use tower::{Layer, Service, ServiceExt};
+    use watertight::tower::{GlobalBulkheadError, GlobalBulkheadLayer};
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let g = GlobalBulkhead::connect(&server.url(), "payments", leased(2).build().unwrap())
+            .unwrap();
+        // The share grows to two (the layer's permits come from it).
+        drop(futures_lite_join(&g, 2).await);
+        let (open_tx, open_rx) = tokio::sync::watch::channel(false);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let inner = {
+            let calls = calls.clone();
+            tower::service_fn(move |n: u32| {
+                let (mut open, calls) = (open_rx.clone(), calls.clone());
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let _ = open.wait_for(|o| *o).await;
+                    Ok::<_, std::convert::Infallible>(n)
+                }
+            })
+        };
+        let svc = GlobalBulkheadLayer::new(g.clone()).layer(inner);
+        let a = tokio::spawn(svc.clone().oneshot(1));
+        let b = tokio::spawn(svc.clone().oneshot(2));
+        assert!(eventually(Duration::from_secs(3), || calls.load(Ordering::SeqCst) == 2).await);
+        assert_eq!(g.held(), 2);
+        // Both permits are held by the two requests in flight: a third is
+        // refused, and its inner service never called.
+        let mut third = svc.clone();
+        let refused = third.ready().await.unwrap().call(3).await.unwrap_err();
+        assert!(matches!(refused, GlobalBulkheadError::Refused(GlobalError::Full)));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        open_tx.send(true).unwrap();
+        assert_eq!((a.await.unwrap().unwrap(), b.await.unwrap().unwrap()), (1, 2));
+        assert_eq!(g.held(), 0, "each permit went back with its response");
+        assert_eq!(svc.clone().oneshot(4).await.unwrap(), 4);
+        g.close().await.unwrap();
+    });
+}

@@ -16,6 +16,7 @@
 //! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
 //! | [`PartitionLayer`] | [`PartitionService`] | [`PartitionServiceError::Rejected`] with the request's class and the [`AcquireError`]; the class chosen by a function of the request, each class with its share of a [`PartitionedBulkhead`](crate::partition::PartitionedBulkhead) |
 //! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
+//! | `GlobalBulkheadLayer` (feature `redis`) | `GlobalBulkheadService` | `GlobalBulkheadError::Refused` with the `GlobalError` of a limit shared by every process on one Redis (per call or leased shares) |
 //! | `GlobalRateLimitLayer` (feature `redis`) | `GlobalRateLimitService` | `GlobalRateLimitError::Refused` with the `retry_after` of a rate shared by every process on one Redis, per client key (a function of the request) |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
 //!
@@ -74,6 +75,8 @@ mod breaker;
 mod bulkhead;
 mod classify;
 #[cfg(feature = "redis")]
+mod global_bulkhead;
+#[cfg(feature = "redis")]
 mod global_rate;
 mod partition;
 mod policy;
@@ -87,6 +90,11 @@ pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
 pub use classify::{Classify, ErrIsFailure};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use global_bulkhead::{
+    GlobalBulkheadError, GlobalBulkheadFuture, GlobalBulkheadLayer, GlobalBulkheadService,
+};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use global_rate::{
