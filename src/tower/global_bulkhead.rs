@@ -23,7 +23,7 @@ use crate::redis::{GlobalBulkhead, GlobalError, Runtime};
 /// use watertight::redis::GlobalError;
 /// use watertight::tower::GlobalBulkheadError;
 ///
-/// let e: GlobalBulkheadError<()> = GlobalBulkheadError::Refused(GlobalError::Full);
+/// let e: GlobalBulkheadError<std::io::Error> = GlobalBulkheadError::Refused(GlobalError::Full);
 /// assert!(e.is_refusal());
 /// assert_eq!(e.to_string(), "global limit reached");
 /// assert_eq!(GlobalBulkheadError::Inner("db down").into_inner(), Some("db down"));
