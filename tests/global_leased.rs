@@ -708,8 +708,8 @@ fn a_tower_service_behind_a_leased_limit_holds_a_permit_per_request() {
     use watertight::tower::{GlobalBulkheadError, GlobalBulkheadLayer};
     let server = RedisServer::start();
     runtime().block_on(async {
-        let g = GlobalBulkhead::connect(&server.url(), "payments", leased(2).build().unwrap())
-            .unwrap();
+        let g =
+            GlobalBulkhead::connect(&server.url(), "payments", leased(2).build().unwrap()).unwrap();
         // The share grows to two (the layer's permits come from it).
         drop(futures_lite_join(&g, 2).await);
         let (open_tx, open_rx) = tokio::sync::watch::channel(false);
@@ -734,10 +734,16 @@ fn a_tower_service_behind_a_leased_limit_holds_a_permit_per_request() {
         // refused, and its inner service never called.
         let mut third = svc.clone();
         let refused = third.ready().await.unwrap().call(3).await.unwrap_err();
-        assert!(matches!(refused, GlobalBulkheadError::Refused(GlobalError::Full)));
+        assert!(matches!(
+            refused,
+            GlobalBulkheadError::Refused(GlobalError::Full)
+        ));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         open_tx.send(true).unwrap();
-        assert_eq!((a.await.unwrap().unwrap(), b.await.unwrap().unwrap()), (1, 2));
+        assert_eq!(
+            (a.await.unwrap().unwrap(), b.await.unwrap().unwrap()),
+            (1, 2)
+        );
         assert_eq!(g.held(), 0, "each permit went back with its response");
         assert_eq!(svc.clone().oneshot(4).await.unwrap(), 4);
         g.close().await.unwrap();

@@ -2592,3 +2592,111 @@ mod partition {
         });
     }
 }
+
+/// `crate::sync` for the crate files compiled into this test
+/// (`src/redis/era.rs`): loom's atomics, as the crate's own `sync` gives
+/// them under `--cfg loom`.
+mod sync {
+    pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+}
+
+/// `src/redis/era.rs` itself (see `mod lease_era`).
+#[allow(dead_code)]
+#[path = "../src/redis/era.rs"]
+mod era;
+
+/// The leased share's lease and eras (`src/redis/era.rs`, which uses
+/// nothing of the crate but `crate::sync`, compiled here on loom's
+/// atomics: the global bulkhead itself needs tokio and Redis). Checked:
+///
+/// - **a lease ends once**: of the callers that find it over, exactly one
+///   ends it and is told how many permits its era held;
+/// - **a permit of an ended era is lost**, and counted in the ended era's
+///   count exactly when it entered before the end;
+/// - **eras do not mix**: a permit of an ended era leaving never changes
+///   the next era's count, and no count wraps.
+///
+/// Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test
+/// --release --test loom lease_era`.
+mod lease_era {
+    use super::era::LeaseEra;
+    use super::model;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    #[test]
+    fn an_expired_lease_ends_once_and_its_permits_are_lost() {
+        model(|| {
+            let lease = Arc::new(LeaseEra::new());
+            lease.renew(10);
+            let a = {
+                let lease = lease.clone();
+                thread::spawn(move || lease.enter(5))
+            };
+            let enders: Vec<_> = (0..2)
+                .map(|_| {
+                    let lease = lease.clone();
+                    thread::spawn(move || lease.is_live(20))
+                })
+                .collect();
+            let entered = a.join().unwrap();
+            let ends: Vec<_> = enders
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .filter_map(Result::err)
+                .collect();
+            assert_eq!(ends.len(), 1, "exactly one caller ends the lease");
+            assert_eq!(lease.until(), None);
+            assert_eq!(lease.era(), 1);
+            assert_eq!(lease.held(), 0, "the next era starts empty");
+            match entered {
+                Ok((era, held)) => {
+                    assert_eq!((era, held), (0, 1));
+                    assert_eq!(ends[0], 1, "the ended era counted the permit");
+                    assert_ne!(lease.era(), era, "its permit is lost");
+                    lease.leave(era);
+                    assert_eq!(lease.held(), 0);
+                }
+                Err(_) => assert_eq!(ends[0], 0, "nothing entered the ended era"),
+            }
+        });
+    }
+
+    #[test]
+    fn a_permit_of_an_ended_era_never_touches_the_next() {
+        model(|| {
+            let lease = Arc::new(LeaseEra::new());
+            lease.renew(10);
+            // A permit taken at 5: under the first lease, or under the
+            // second if it is renewed by then (5 is before its end too).
+            let old = {
+                let lease = lease.clone();
+                thread::spawn(move || {
+                    let entered = lease.enter(5).ok().map(|(era, _)| era);
+                    if let Some(era) = entered {
+                        lease.leave(era);
+                    }
+                    entered
+                })
+            };
+            let renewed = {
+                let lease = lease.clone();
+                thread::spawn(move || {
+                    lease.end();
+                    lease.renew(30);
+                    lease.enter(25)
+                })
+            };
+            let old_era = old.join().unwrap();
+            let (era, held) = renewed.join().unwrap().expect("the new lease is live");
+            assert_eq!(era, 1);
+            assert!(
+                held == 1 || (held == 2 && old_era == Some(1)),
+                "the new era counts its own permits only: {held}, the other in {old_era:?}"
+            );
+            assert_eq!(lease.held(), 1, "only the new era's permit is held");
+            lease.leave(era);
+            assert_eq!((lease.era(), lease.held()), (1, 0));
+        });
+    }
+}

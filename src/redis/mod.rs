@@ -205,6 +205,7 @@ use std::{format, string::String};
 
 mod config;
 mod conn;
+mod era;
 mod error;
 mod keeper;
 mod rate;

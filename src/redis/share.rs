@@ -7,11 +7,10 @@
 //! bulkhead of one that is always full (a bulkhead's capacity is never
 //! zero), and waiters wait rather than fail.
 //!
-//! **The era.** One 64-bit word: the number of the current lease (high
-//! half) and the permits granted under it still held (low half). A lease
-//! that ends (its time passed without a refresh, or Redis no longer had
-//! it) starts a new era: the permits of the old one then report
-//! `is_lost()`, and stop counting as held. The word changes by CAS only.
+//! **The era** ([`LeaseEra`], `era.rs`): a lease that ends (its time
+//! passed without a refresh, or Redis no longer had it) starts a new era:
+//! the permits of the old one then report `is_lost()`, and stop counting
+//! as held.
 
 use std::string::{String, ToString};
 
@@ -21,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use event_listener::Event;
 use tokio::sync::mpsc;
 
+use super::era::LeaseEra;
 use super::error::StoreFailure;
 use super::keeper::Msg;
 use super::runtime::Runtime;
@@ -28,9 +28,6 @@ use super::store::{Core, Refreshed, Report};
 use crate::bulkhead::{Bulkhead, OwnedPermit};
 use crate::clock::{Clock, Instant};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-
-/// The low half of the era: permits held under the current lease.
-const HELD: u64 = 0xffff_ffff;
 
 /// This process's leased share of one system.
 pub(super) struct Share<R> {
@@ -41,12 +38,10 @@ pub(super) struct Share<R> {
     pub(super) member: String,
     floor: u32,
     refresh: Duration,
-    /// When the lease ends, in nanoseconds on the runtime's clock (the
-    /// last successful refresh's *sending* time plus the lease): Redis's
-    /// lease ends no earlier. Zero: no lease.
-    lease_until: AtomicU64,
-    /// See the module: lease number and permits held under it.
-    era: AtomicU64,
+    /// When the lease ends, on the runtime's clock (the last successful
+    /// refresh's *sending* time plus the lease: Redis's lease ends no
+    /// earlier), and its era.
+    lease: LeaseEra,
     /// The fencing token of the current lease, and the era it was issued
     /// in (a lease that ended needs a new one).
     token: AtomicU64,
@@ -100,8 +95,7 @@ impl<R: Runtime> Share<R> {
             member,
             floor,
             refresh,
-            lease_until: AtomicU64::new(0),
-            era: AtomicU64::new(0),
+            lease: LeaseEra::new(),
             token: AtomicU64::new(0),
             token_era: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
@@ -132,99 +126,60 @@ impl<R: Runtime> Share<R> {
     /// Whether the lease is live at `now`. A lease whose time has passed
     /// is ended here (whoever sees it first): a new era, no more grants.
     pub(super) fn is_live<C: Clock>(&self, core: &Core<C>, now: Instant) -> bool {
-        let until = self.lease_until.load(Ordering::Acquire);
-        if until == 0 {
-            return false;
-        }
-        if now.as_nanos() < until {
-            return true;
-        }
-        if self
-            .lease_until
-            .compare_exchange(until, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            self.end_era(core);
-        }
-        false
+        self.live_or_end(core, self.lease.is_live(now.as_nanos()))
     }
 
-    /// When the lease ends (`None`: no lease).
-    pub(super) fn lease_end(&self) -> Option<Instant> {
-        match self.lease_until.load(Ordering::Acquire) {
-            0 => None,
-            n => Some(Instant::from_nanos(n)),
+    /// What `LeaseEra::is_live` said, with the lease's end handled when
+    /// this caller ended it.
+    fn live_or_end<C: Clock>(&self, core: &Core<C>, live: Result<bool, u64>) -> bool {
+        match live {
+            Ok(live) => live,
+            Err(held) => {
+                self.ended(core, held);
+                false
+            }
         }
     }
 
-    /// Starts a new era: the permits of the old one are lost. The local
-    /// share closes to the plug until a refresh grants one again.
-    fn end_era<C: Clock>(&self, core: &Core<C>) {
-        let old = self.bump_era();
+    /// An era ended with `held` permits: the local share closes to the
+    /// plug until a refresh grants one again; a lease lost with permits
+    /// under it is counted.
+    fn ended<C: Clock>(&self, core: &Core<C>, held: u64) {
         let _ = self.local.resize(1);
-        if old & HELD > 0 {
+        if held > 0 {
             core.stats.lost(core.name, &self.member);
         }
     }
 
-    /// The next era (with nothing held); returns the word before.
-    fn bump_era(&self) -> u64 {
-        let mut cur = self.era.load(Ordering::Acquire);
-        loop {
-            let next = ((cur >> 32).wrapping_add(1)) << 32;
-            match self
-                .era
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return cur,
-                Err(actual) => cur = actual,
-            }
-        }
+    /// When the lease ends (`None`: no lease).
+    pub(super) fn lease_end(&self) -> Option<Instant> {
+        self.lease.until().map(Instant::from_nanos)
     }
 
     /// Counts a permit held under the current lease and returns its era,
     /// if the lease is live at `now`.
     pub(super) fn enter<C: Clock>(&self, core: &Core<C>, now: Instant) -> Option<u32> {
-        let mut cur = self.era.load(Ordering::Acquire);
-        loop {
-            if !self.is_live(core, now) {
-                return None;
+        match self.lease.enter(now.as_nanos()) {
+            Ok((era, held)) => {
+                self.peak.fetch_max(held, Ordering::Relaxed);
+                Some(era)
             }
-            if cur & HELD == HELD {
-                return None;
-            }
-            match self
-                .era
-                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    self.peak.fetch_max((cur & HELD) + 1, Ordering::Relaxed);
-                    return Some((cur >> 32) as u32);
-                }
-                Err(actual) => cur = actual,
+            Err(live) => {
+                self.live_or_end(core, live);
+                None
             }
         }
     }
 
-    /// A permit of era `era` is gone: it stops counting if its era is
-    /// still the current one.
+    /// A permit of era `era` is gone.
     pub(super) fn leave(&self, era: u32) {
-        let mut cur = self.era.load(Ordering::Acquire);
-        while (cur >> 32) as u32 == era && cur & HELD > 0 {
-            match self
-                .era
-                .compare_exchange_weak(cur, cur - 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(actual) => cur = actual,
-            }
-        }
+        self.lease.leave(era);
     }
 
     /// Whether a permit of era `era` is lost at `now`.
     pub(super) fn is_lost<C: Clock>(&self, core: &Core<C>, era: u32, now: Instant) -> bool {
         let _ = self.is_live(core, now);
-        (self.era.load(Ordering::Acquire) >> 32) as u32 != era
+        self.lease.era() != era
     }
 
     /// Permits held under the live lease.
@@ -232,7 +187,7 @@ impl<R: Runtime> Share<R> {
         if !self.is_live(core, now) {
             return 0;
         }
-        (self.era.load(Ordering::Acquire) & HELD) as usize
+        self.lease.held() as usize
     }
 
     /// Permits granted from the share (its local bulkhead's, less the plug).
@@ -308,8 +263,7 @@ impl<R: Runtime> Share<R> {
             limit,
         );
         let live = self.is_live(core, now);
-        let fresh = !live
-            || self.token_era.load(Ordering::Acquire) != self.era.load(Ordering::Acquire) >> 32;
+        let fresh = !live || self.token_era.load(Ordering::Acquire) != u64::from(self.lease.era());
         (demand, capacity.max(in_flight), fresh)
     }
 
@@ -318,20 +272,20 @@ impl<R: Runtime> Share<R> {
         if r.lost {
             // Redis had forgotten the lease (it ended there, or Redis
             // restarted): what was granted under it is lost.
-            let _ = self.lease_until.swap(0, Ordering::AcqRel);
-            self.end_era(core);
+            let held = self.lease.end();
+            self.ended(core, held);
         }
         if let Some(token) = r.token {
             self.token.store(token, Ordering::Release);
             self.token_era
-                .store(self.era.load(Ordering::Acquire) >> 32, Ordering::Release);
+                .store(u64::from(self.lease.era()), Ordering::Release);
         }
         let grant = usize::try_from(r.grant)
             .unwrap_or(usize::MAX)
             .min(Bulkhead::<R>::MAX_PERMITS - 1);
         let _ = self.local.resize(grant + 1);
-        let until = sent.saturating_add(core.config.lease).as_nanos();
-        self.lease_until.store(until.max(1), Ordering::Release);
+        self.lease
+            .renew(sent.saturating_add(core.config.lease).as_nanos());
         if let Ok(mut f) = self.failure.lock() {
             *f = None;
         }
@@ -347,8 +301,7 @@ impl<R: Runtime> Share<R> {
 
     /// The share is given back (at `close`): no lease, nothing granted.
     fn end(&self) {
-        self.lease_until.store(0, Ordering::Release);
-        self.bump_era();
+        self.lease.end();
         let _ = self.local.resize(1);
         self.changed.notify(usize::MAX);
     }
