@@ -1020,7 +1020,11 @@ impl<R: Runtime> core::fmt::Debug for GlobalPermit<R> {
 
 impl<R: Runtime> GlobalPermit<R> {
     /// The grant's fencing token: larger for every later grant of the same
-    /// system (on one Redis primary). `None` for a local-share permit.
+    /// system (on one Redis primary). In leased mode, the token of the
+    /// share's lease: every permit of one lease carries it, and a lease
+    /// taken later (by any process, or by this one after losing its lease)
+    /// carries a larger one. `None` for a permit of the fallback's local
+    /// share.
     ///
     /// # Examples
     ///
@@ -1039,7 +1043,9 @@ impl<R: Runtime> GlobalPermit<R> {
         }
     }
 
-    /// Whether this is a grant in Redis (false: a slot of the local share).
+    /// Whether this permit counts in Redis: a grant, or a slot of this
+    /// process's leased share (false: a slot of the fallback's local share,
+    /// taken while Redis was unreachable).
     ///
     /// # Examples
     ///
@@ -1084,7 +1090,9 @@ impl<R: Runtime> GlobalPermit<R> {
         }
     }
 
-    /// Releases the slot and waits for Redis to confirm it.
+    /// Releases the slot and waits for Redis to confirm it. In leased mode
+    /// the slot goes back to the process's share at once (Redis hears of
+    /// it at the share's next refresh), as it does on drop.
     ///
     /// # Errors
     ///
