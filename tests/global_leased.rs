@@ -606,8 +606,9 @@ fn four_leased_processes_hold_the_limit_share_it_fairly_and_never_pass_it() {
         mean >= 0.9 * f64::from(LIMIT),
         "the fleet held {mean:.1} of {LIMIT} on average while demand exceeded it"
     );
+    // Two refreshes, as asked, and one more for a loaded machine.
     assert!(
-        u128::from(reached) <= REFRESH.as_millis() * 6,
+        u128::from(reached) <= REFRESH.as_millis() * 3,
         "the riser took {reached} ms to reach its fair share"
     );
     assert!(
