@@ -19,7 +19,18 @@
 //! `.ci/run` installs) and stops it, and runs itself again as the fleet's
 //! processes.
 //!
-//! Run: `cargo bench --bench redis_leased --features redis` (about 20 s).
+//! Then the global rate limiter (`GlobalRateLimiter`, unkeyed limit of
+//! 1,000,000/s with a burst of 100,000, refreshed every 100 ms), each row
+//! 20,000 checks (at 1 and 16 tasks) after a pause that lets the pocket
+//! refill, the median of 7 runs:
+//!
+//! | row | what |
+//! |---|---|
+//! | `RateLimiter` | a local `RateLimiter::check` in the same async harness (the floor) |
+//! | leased | the leased `GlobalRateLimiter::check(&RateKey::whole()).await` |
+//! | per call | the per-call `check`: one GCRA script each (2,000 checks a run) |
+//!
+//! Run: `cargo bench --bench redis_leased --features redis` (about 25 s).
 //! The table: the guide, `src/guide/benchmarks.rs`
 //! (`watertight::guide::benchmarks`).
 
@@ -33,8 +44,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_server::RedisServer;
+use watertight::clock::StdClock;
 use watertight::clock::TokioClock;
-use watertight::redis::{GlobalBulkhead, GlobalConfig};
+use watertight::rate::{Quota, RateLimiter};
+use watertight::redis::{
+    GlobalBulkhead, GlobalConfig, GlobalRateConfig, GlobalRateLimiter, RateKey,
+};
 use watertight::Bulkhead;
 
 const RUNS: usize = 7;
@@ -194,6 +209,8 @@ fn main() {
         per_call_g.close().await.unwrap();
     });
 
+    rt.block_on(rate_rows(&server));
+
     println!();
     println!("| fleet: 4 processes × 16 tasks, 1 s | pairs per second | Redis calls per pair |");
     println!("|---|---|---|");
@@ -225,6 +242,154 @@ fn main() {
             calls as f64 / pairs as f64
         );
     }
+}
+
+/// As `run`, timed from the moment the tasks are released (a run of fast
+/// checks may end before the spawning task reads the clock after them).
+async fn run_timed<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (op, start) = (op.clone(), start.clone());
+        handles.push(tokio::spawn(async move {
+            start.wait().await;
+            for _ in 0..per_task {
+                op().await;
+            }
+        }));
+    }
+    // Every task waits at the barrier already or soon: the clock is read
+    // just before the last arrival releases them.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let t = Instant::now();
+    start.wait().await;
+    for h in handles {
+        h.await.unwrap();
+    }
+    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
+}
+
+/// Makes the leased limiter's keeper lease at least `cells` at once:
+/// `cells` checks (demand), then a wait (at most 300 ms) for a lease that
+/// large, again if none came.
+async fn filled(g: &GlobalRateLimiter, cells: u64) {
+    for _ in 0..20 {
+        for _ in 0..cells {
+            let _ = g.check(&RateKey::whole()).await;
+        }
+        let before = g.metrics().leased_cells;
+        for _ in 0..300 {
+            if g.metrics().leased_cells >= before + cells {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// The global rate limiter's rows: leased and per-call checks beside a
+/// local `RateLimiter::check`.
+async fn rate_rows(server: &RedisServer) {
+    let quota = Quota::per_second(1_000_000).burst(100_000);
+    let build = |leased: bool| {
+        let b = GlobalRateConfig::builder(quota).store_timeout(Duration::from_secs(2));
+        if leased {
+            b.leased(Duration::from_millis(100)).build().unwrap()
+        } else {
+            b.build().unwrap()
+        }
+    };
+    let local = Arc::new(RateLimiter::new("bench-local-rate", quota, StdClock));
+    let leased =
+        GlobalRateLimiter::connect(&server.url(), "bench-rate-leased", build(true)).unwrap();
+    let per_call =
+        GlobalRateLimiter::connect(&server.url(), "bench-rate-per-call", build(false)).unwrap();
+    per_call.check(&RateKey::whole()).await.unwrap();
+    const CHECKS: usize = 20_000;
+    println!();
+    println!(
+        "| rate row | tasks | ns per check | ÷ RateLimiter | admitted | Redis calls per check |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let admitted = Arc::new(AtomicU64::new(0));
+    for tasks in [1, 16] {
+        let per_task = CHECKS / tasks;
+        let (mut base, mut lease, mut call) = (vec![], vec![], vec![]);
+        let (mut base_ok, mut lease_ok) = (vec![], vec![]);
+        let (mut lease_calls, mut call_calls) = (vec![], vec![]);
+        for _ in 0..RUNS {
+            admitted.store(0, Ordering::Relaxed);
+            let (l, ok) = (local.clone(), admitted.clone());
+            let t = run_timed(tasks, per_task, move || {
+                let (l, ok) = (l.clone(), ok.clone());
+                async move {
+                    if black_box(l.check()).is_ok() {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .await;
+            base.push(t.as_secs_f64());
+            base_ok.push(admitted.load(Ordering::Relaxed) as f64 / (per_task * tasks) as f64);
+
+            // A run's worth of cells in the pocket (they age out after two
+            // refreshes: the run starts at once).
+            filled(&leased, CHECKS as u64).await;
+            admitted.store(0, Ordering::Relaxed);
+            let before = server.evalsha_calls();
+            let (g, ok) = (leased.clone(), admitted.clone());
+            let t = run_timed(tasks, per_task, move || {
+                let (g, ok) = (g.clone(), ok.clone());
+                async move {
+                    if black_box(g.check(&RateKey::whole()).await).is_ok() {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .await;
+            lease.push(t.as_secs_f64());
+            lease_ok.push(admitted.load(Ordering::Relaxed) as f64 / (per_task * tasks) as f64);
+            lease_calls.push((server.evalsha_calls() - before) as f64 / (per_task * tasks) as f64);
+
+            let before = server.evalsha_calls();
+            let g = per_call.clone();
+            let n = per_task / 10;
+            let t = run_timed(tasks, n, move || {
+                let g = g.clone();
+                async move {
+                    black_box(g.check(&RateKey::whole()).await).unwrap();
+                }
+            })
+            .await;
+            call.push(t.as_secs_f64());
+            call_calls.push((server.evalsha_calls() - before) as f64 / (n * tasks) as f64);
+        }
+        let base = median(base);
+        for (name, t, ok, calls) in [
+            ("RateLimiter (local)", base, median(base_ok), None),
+            (
+                "leased",
+                median(lease),
+                median(lease_ok),
+                Some(median(lease_calls)),
+            ),
+            // Unwrapped above: every per-call check was admitted.
+            ("per call", median(call), 1.0, Some(median(call_calls))),
+        ] {
+            println!(
+                "| {name} | {tasks} | {:.0} | {:.2} | {:.1} % | {} |",
+                t * 1e9,
+                t / base,
+                ok * 100.0,
+                calls.map_or("—".into(), |c: f64| format!("{c:.4}"))
+            );
+        }
+    }
+    leased.close().await;
 }
 
 /// One process of the fleet: 16 tasks taking and dropping permits for 1 s

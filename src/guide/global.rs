@@ -215,3 +215,67 @@
 //!
 //! What a grant and a release cost against a `PING`, and how many round
 //! trips they take: [benchmarks: the global bulkhead](super::benchmarks#the-global-bulkhead-on-redis).
+//!
+//! ## The leased rate: cells per refresh, spent locally
+//!
+//! A check that is a round trip is fine for inbound shedding, not for a
+//! hot outbound path. `.leased(refresh)` makes each process lease batches
+//! of the unkeyed limit's cells (`RateKey::whole()`) and spend them from a
+//! local pocket, with no Redis call:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")] {
+//! use core::time::Duration;
+//! use watertight::rate::Quota;
+//! use watertight::redis::{GlobalRateConfig, GlobalRateLimiter, RateKey};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = GlobalRateConfig::builder(Quota::per_second(2_000).burst(200))
+//!     .leased(Duration::from_millis(100))
+//!     .build()?;
+//! let provider = GlobalRateLimiter::connect("redis://127.0.0.1/", "provider", config)?;
+//! for _ in 0..1_000 {
+//!     // One compare-and-swap; a lease per 100 ms per process behind it.
+//!     if provider.check(&RateKey::whole()).await.is_ok() { /* call the provider */ }
+//! }
+//! provider.close().await; // gives back the unspent tail of the last lease, if it can
+//! let m = provider.metrics();
+//! println!("{} Redis calls for {} cells", m.redis_calls, m.spent_cells);
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run()).unwrap();
+//! # }
+//! ```
+//!
+//! - **Safety**: a keeper task leases `k` cells per refresh with one
+//!   script (`gcra_lease.lua`) that grants as many of them as conform now
+//!   on the one GCRA schedule, moving it by the granted cells only. Every
+//!   cell spent was granted, so the fleet (leased and per-call processes
+//!   together) never passes `burst + ⌊t / T⌋` from the first lease to the
+//!   last.
+//! - **The trade**: a cell may be spent up to `H = 2 × refresh + store
+//!   timeout` after Redis granted it (cells unspent at a refresh are kept
+//!   one more refresh, then wasted), so over a short window `w` the fleet
+//!   may spend up to `burst + ⌊(w + H) / T⌋`. Keep `refresh` small beside
+//!   the burst window where the limited party counts bursts strictly.
+//! - **Demand**: `k` is the last interval's cells spent and refused,
+//!   scaled to one refresh, plus a quarter and the cells waited for, less
+//!   what the pocket still holds, at most the burst (the most GCRA admits
+//!   at once). A process that runs dry after a full grant refreshes early,
+//!   at most every quarter refresh; after a partial grant it waits: the
+//!   schedule is full and cells come at Redis's pace.
+//! - **A pocket, not a local `RateLimiter`**: a local limiter's quota is
+//!   fixed when it is made and it reads the clock per check; pacing would
+//!   not change the fleet's bound (set by how long a cell can wait), and
+//!   a pocket never holds more than the burst.
+//! - **Redis down**: the pocket is spent, then the fallback answers; the
+//!   pocket ages out within two failed refreshes.
+//! - **Keyed checks stay per call**: a pocket per client key would take a
+//!   lease per key per process, more calls than it saves for quiet keys.
+//!
+//! Measured on a real `redis-server` (`tests/global_rate_leased.rs`): four
+//! processes against 200/s with a burst of 20, refresh 100 ms, for 5 s
+//! spent 1,015 cells where Redis's clock allows 1,021 (99.5 % of
+//! `burst + 200 × 5`); 0.010 Redis calls per admitted cell at 2,000/s; a
+//! leased check costs what a local `RateLimiter::check` does
+//! ([benchmarks](super::benchmarks#the-global-rate-limiter-on-redis)).

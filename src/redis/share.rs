@@ -309,7 +309,7 @@ impl<R: Runtime> Share<R> {
 
 /// A copy of a failure, for each caller that meets it (a Redis error keeps
 /// its kind and text).
-fn copy_failure(f: &StoreFailure) -> StoreFailure {
+pub(crate) fn copy_failure(f: &StoreFailure) -> StoreFailure {
     match f {
         StoreFailure::TimedOut => StoreFailure::TimedOut,
         StoreFailure::BadReply => StoreFailure::BadReply,

@@ -81,6 +81,7 @@ pub struct GlobalRateConfig {
     pub(super) store_timeout: Duration,
     pub(super) fallback: RateFallback,
     pub(super) store_breaker: BreakerConfig,
+    pub(super) leased: Option<Duration>,
 }
 
 impl GlobalRateConfig {
@@ -108,6 +109,7 @@ impl GlobalRateConfig {
                 store_timeout: Duration::from_millis(100),
                 fallback: RateFallback::FailClosed,
                 store_breaker: super::super::config::STORE_BREAKER,
+                leased: None,
             },
         }
     }
@@ -197,6 +199,23 @@ impl GlobalRateConfig {
     pub const fn store_breaker(&self) -> &BreakerConfig {
         &self.store_breaker
     }
+
+    /// The leased mode's refresh interval, if leased (`None`: one script
+    /// per check, the default). See
+    /// [the limiter's docs](super::GlobalRateLimiter#leased-mode).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration; use watertight::rate::Quota; use watertight::redis::GlobalRateConfig;
+    /// let c = GlobalRateConfig::builder(Quota::per_second(5)).build().unwrap();
+    /// assert_eq!(c.leased(), None);
+    /// let c = GlobalRateConfig::builder(Quota::per_second(5)).leased(Duration::from_millis(100)).build().unwrap();
+    /// assert_eq!(c.leased(), Some(Duration::from_millis(100)));
+    /// ```
+    pub const fn leased(&self) -> Option<Duration> {
+        self.leased
+    }
 }
 
 /// Builds a [`GlobalRateConfig`]; [`build`](Self::build) checks it.
@@ -242,13 +261,25 @@ impl GlobalRateConfigBuilder {
         self
     }
 
+    /// Leased mode: each process leases batches of cells of the unkeyed
+    /// limit ([`RateKey::whole`](super::RateKey::whole)), one script per
+    /// `refresh` (earlier when its pocket runs dry, at most every quarter
+    /// of it), and spends them with no Redis call. Keyed checks stay one
+    /// script each. See [the limiter's docs](super::GlobalRateLimiter#leased-mode)
+    /// for what it guarantees and trades.
+    pub const fn leased(mut self, refresh: Duration) -> Self {
+        self.config.leased = Some(refresh);
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
     ///
     /// [`GlobalRateConfigError`] names the setting at fault: a zero store
-    /// timeout, a quota faster than one cell per microsecond, or a burst
-    /// window (`burst × T`) above 2^50 µs (about 35 years).
+    /// timeout, a quota faster than one cell per microsecond, a burst
+    /// window (`burst × T`) above 2^50 µs (about 35 years), or (leased) a
+    /// refresh interval under a millisecond or above an hour.
     ///
     /// # Examples
     ///
@@ -279,6 +310,11 @@ impl GlobalRateConfigBuilder {
         match interval_us.checked_mul(u64::from(c.quota.burst_size())) {
             Some(w) if w <= MAX_WINDOW_MICROS => {}
             _ => return Err(GlobalRateConfigError::WindowTooLong),
+        }
+        if let Some(refresh) = c.leased {
+            if refresh < Duration::from_millis(1) || refresh > Duration::from_secs(3600) {
+                return Err(GlobalRateConfigError::BadRefresh { refresh });
+            }
         }
         c.interval_us = interval_us;
         Ok(c)
@@ -314,6 +350,13 @@ pub enum GlobalRateConfigError {
     WindowTooLong,
     /// The store breaker's config does not make a breaker.
     StoreBreaker(BreakerConfigError),
+    /// Leased mode with a refresh interval under 1 ms (a Redis call per
+    /// millisecond per process is the per-call mode's cost, not a lease)
+    /// or above an hour.
+    BadRefresh {
+        /// The refresh interval given.
+        refresh: Duration,
+    },
 }
 
 impl fmt::Display for GlobalRateConfigError {
@@ -328,6 +371,10 @@ impl fmt::Display for GlobalRateConfigError {
                 "the burst window (burst × interval) is above 2^50 µs (about 35 years)",
             ),
             GlobalRateConfigError::StoreBreaker(e) => write!(f, "store_breaker: {e}"),
+            GlobalRateConfigError::BadRefresh { refresh } => write!(
+                f,
+                "leased: refresh {refresh:?} is not between 1 ms and an hour"
+            ),
         }
     }
 }

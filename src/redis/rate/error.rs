@@ -253,6 +253,9 @@ pub enum GlobalRateError {
     /// Redis could not be reached and the fallback is
     /// [`FailClosed`](super::RateFallback::FailClosed).
     StoreUnavailable(StoreFailure),
+    /// The limiter was [closed](super::GlobalRateLimiter::close): it admits
+    /// nothing more.
+    Closed,
 }
 
 impl GlobalRateError {
@@ -289,7 +292,7 @@ impl GlobalRateError {
     }
 
     /// The cause as the metrics label it: `limited`, `exceeds_burst`,
-    /// `timed_out`, `store_unavailable`.
+    /// `timed_out`, `store_unavailable`, `closed`.
     ///
     /// # Examples
     ///
@@ -304,6 +307,7 @@ impl GlobalRateError {
             GlobalRateError::ExceedsBurst { .. } => "exceeds_burst",
             GlobalRateError::TimedOut => "timed_out",
             GlobalRateError::StoreUnavailable(_) => "store_unavailable",
+            GlobalRateError::Closed => "closed",
         }
     }
 }
@@ -324,6 +328,7 @@ impl fmt::Display for GlobalRateError {
             GlobalRateError::StoreUnavailable(e) => {
                 write!(f, "global rate limit unavailable: {e}")
             }
+            GlobalRateError::Closed => f.write_str("the global rate limiter was closed"),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
+use tokio::sync::mpsc;
 
 use super::conn;
 use super::runtime::Runtime;
@@ -23,12 +24,14 @@ use crate::rate::{KeyedError, KeyedRateLimiter, RateError, RateLimiter};
 
 mod config;
 mod error;
+mod lease;
 mod telemetry;
 
 pub use config::{GlobalRateConfig, GlobalRateConfigBuilder, GlobalRateConfigError, RateFallback};
 pub use error::{GlobalRateBuildError, GlobalRateError, RateKey, RateKeyError};
 pub use telemetry::GlobalRateMetrics;
 
+use lease::{Leased, Msg, Pocket};
 use telemetry::Stats;
 
 /// Sets of the local fallback's key table: 64 × 8 = 512 keys.
@@ -52,7 +55,13 @@ struct Inner<R> {
     clock: R,
     con: ConnectionManager,
     script: Script,
+    lease_script: Script,
+    return_script: Script,
     breaker: HeapBreaker<R>,
+    /// Leased mode: the unkeyed limit's pocket.
+    pocket: Option<Arc<Pocket>>,
+    /// `close` was called: every check refuses.
+    closed: crate::sync::AtomicBool,
     /// `watertight:{name}:rate`; a key's is this, `:`, its encoding.
     whole: String,
     local: Option<Local<R>>,
@@ -153,22 +162,130 @@ enum Verdict {
 /// served in order: several processes woken for the same cell race for it,
 /// and the losers sleep again.
 ///
+/// # Leased mode
+///
+/// [`GlobalRateConfigBuilder::leased`]`(refresh)` stops paying a round
+/// trip per check for the unkeyed limit ([`RateKey::whole`]): each process
+/// leases *batches of cells* from the one schedule in Redis and spends
+/// them locally.
+///
+/// ```no_run
+/// use core::time::Duration;
+/// use watertight::rate::Quota;
+/// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter, RateKey};
+///
+/// # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = GlobalRateConfig::builder(Quota::per_second(2_000).burst(200))
+///     .leased(Duration::from_millis(100)) // one script per process per 100 ms
+///     .build()?;
+/// let provider = GlobalRateLimiter::connect("redis://127.0.0.1/", "provider", config)?;
+/// provider.check(&RateKey::whole()).await?; // no Redis call: from this process's pocket
+/// provider.close().await;                    // at shutdown: gives back what it can
+/// # Ok(()) }
+/// ```
+///
+/// - **One script per refresh** (`gcra_lease.lua`), sent by a keeper task
+///   every `refresh`, and early (at most every quarter of it) when a check
+///   found the pocket dry and the last lease got all it asked for. It asks
+///   for `k` cells: the cells spent and refused in the last interval,
+///   scaled to one refresh, plus a quarter for noise and the cells waited
+///   for now, at least 1, less the cells still in the pocket, at most the
+///   burst less them (GCRA never admits more than the burst at once, and
+///   the pocket never holds more). Redis grants as many of the `k` as
+///   conform now, each exactly as a single check would, advances the TAT
+///   by the granted cells only, and writes nothing when none conform; it
+///   answers with the grant and when one more cell conforms.
+/// - **The pocket**: a counter of leased cells. A check takes its cells
+///   with one compare-and-swap: no Redis call, no clock read, no counter
+///   of its own. Why not pace the pocket through a local [`RateLimiter`]
+///   at the slice's rate: its quota is fixed when it is made (a new one
+///   at every refresh), it reads the clock on every check, and it would
+///   not tighten the fleet's bound below, which is set by how long a cell
+///   can sit in a pocket, not by how fast one is spent; a pocket holds at
+///   most the burst, so no process alone ever bursts past the quota's
+///   burst.
+/// - **Ageing.** Cells unspent at a refresh are kept (they were
+///   admitted), and the next lease asks for fewer; cells still there at
+///   the refresh after are wasted (`wasted_cells`). A cell sits in a
+///   pocket at most `H = 2 × refresh + store_timeout`.
+///
+/// **What it guarantees.** Every cell spent was granted by the GCRA
+/// script first, and each grant is a set of cells that conformed, so the
+/// fleet's spends, with the per-call checks of the same limit, never pass
+/// the GCRA bound over the leases: at most `burst + ⌊t / T⌋` over any
+/// `t` from the first lease to the last. What leasing trades is the
+/// short window: a cell may be spent up to `H` after Redis admitted it,
+/// so over any window `w` the fleet spends at most
+/// `burst + ⌊(w + H) / T⌋`: up to `H / T` more than the quota's burst at
+/// one moment. Choose `refresh` small beside the burst window
+/// ([`GlobalRateConfig::window`]) where the limited party counts bursts
+/// strictly. Cells are also lost, never invented: wasted when they age
+/// out, or left in a pocket at close.
+///
+/// **Throughput.** A process leases at most the burst per refresh, and
+/// refreshes at most four times per `refresh` when it runs dry: alone it
+/// can spend at most `4 × burst` cells per `refresh`. For one process to
+/// be able to take the whole rate, choose `refresh ≤ burst × T`.
+/// Under overload each refresh takes what the schedule freed since the
+/// last one, so the fleet spends the whole rate (99.5 % of `burst + 200 ×
+/// 5 s` in the test below).
+///
+/// **Refusals** are [`GlobalRateError::Limited`] with the time until the
+/// next refresh (or until Redis said the next cell conforms, if later):
+/// not exact as in per-call mode, since the cells come with a refresh.
+/// The waiting forms wait for the pocket's next refill (counted as demand
+/// meanwhile), at most 32 times.
+///
+/// **Redis down**: checks spend what the pocket holds; once a refresh has
+/// failed and the pocket is dry, the [`RateFallback`] answers (the pocket
+/// ages out within two failed refreshes).
+///
+/// **Keyed checks stay per call** (one script each) in leased mode. A
+/// pocket per client key would need a lease per key per process: with
+/// many quiet clients that is more Redis calls than per-call checks, and
+/// keys spread over processes would each strand a slice of their small
+/// rate in every pocket; the unkeyed limit (a provider's quota) is where
+/// one hot key meets every process.
+///
+/// **Closing.** [`close`](GlobalRateLimiter::close) stops the keeper and
+/// gives back the unspent cells of the last lease when nobody has taken
+/// cells since (`gcra_return.lua` moves the TAT back only if it is still
+/// the one the lease left); other unspent cells are wasted.
+///
+/// **Metrics**: `redis_calls` (leases and give-backs), `leased_cells`,
+/// `spent_cells` (told at each refresh: the hot path counts nothing),
+/// `wasted_cells`, `returned_cells`; the refusals as in per-call mode.
+///
+/// **Measured** (`tests/global_rate_leased.rs`, a real `redis-server`):
+/// 4 processes × 4 tasks against 200/s with a burst of 20, refresh
+/// 100 ms, for 5 s: 1,015 cells spent, bound 1,021 by Redis's clock, 0.2
+/// Redis calls per cell (each refresh leases about 5 cells); 2 processes
+/// against 2,000/s with a burst of 200, refresh 100 ms: 0.010 Redis calls
+/// per admitted cell by `INFO commandstats`.
+///
 /// # Cost
 ///
-/// One round trip to Redis per check (per-call mode): see the benchmarks
-/// (`benches/redis.rs`, [the guide](crate::guide::benchmarks)) for what it
-/// costs beside the local limiter.
+/// One round trip to Redis per check in per-call mode, none in leased
+/// mode (for the unkeyed limit): see the benchmarks (`benches/redis.rs`,
+/// `benches/redis_leased.rs`, [the guide](crate::guide::benchmarks)) for
+/// what each costs beside the local limiter.
 ///
 /// [`RateLimiter`]: crate::rate::RateLimiter
 /// [`KeyedRateLimiter`]: crate::rate::KeyedRateLimiter
+/// [`GlobalRateConfigBuilder::leased`]: GlobalRateConfigBuilder::leased
 pub struct GlobalRateLimiter<R: Runtime = TokioClock> {
     inner: Arc<Inner<R>>,
+    /// Leased mode: the way to the keeper. The keeper holds `inner`, not
+    /// this: when the last handle is dropped, its channel closes and the
+    /// keeper ends.
+    keeper: Option<Arc<mpsc::UnboundedSender<Msg>>>,
 }
 
 impl<R: Runtime> Clone for GlobalRateLimiter<R> {
     fn clone(&self) -> Self {
         GlobalRateLimiter {
             inner: Arc::clone(&self.inner),
+            keeper: self.keeper.clone(),
         }
     }
 }
@@ -267,19 +384,35 @@ impl<R: Runtime> GlobalRateLimiter<R> {
                 hasher: RandomState::new(),
             }),
         };
-        Ok(GlobalRateLimiter {
-            inner: Arc::new(Inner {
-                name,
-                config,
-                clock: runtime,
-                con,
-                script: Script::new(include_str!("../scripts/gcra.lua")),
-                breaker,
-                whole: format!("watertight:{{{name}}}:rate"),
-                local,
-                stats: Stats::default(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            name,
+            config,
+            clock: runtime.clone(),
+            con,
+            script: Script::new(include_str!("../scripts/gcra.lua")),
+            lease_script: Script::new(include_str!("../scripts/gcra_lease.lua")),
+            return_script: Script::new(include_str!("../scripts/gcra_return.lua")),
+            breaker,
+            pocket: config.leased.map(|_| Arc::new(Pocket::new())),
+            closed: crate::sync::AtomicBool::new(false),
+            whole: format!("watertight:{{{name}}}:rate"),
+            local,
+            stats: Stats::default(),
+        });
+        let keeper = match (config.leased, &inner.pocket) {
+            (Some(refresh), Some(pocket)) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                runtime.spawn(lease::run(
+                    Arc::clone(&inner),
+                    Arc::clone(pocket),
+                    refresh,
+                    rx,
+                ));
+                Some(Arc::new(tx))
+            }
+            _ => None,
+        };
+        Ok(GlobalRateLimiter { inner, keeper })
     }
 
     /// The system's name.
@@ -368,7 +501,11 @@ impl<R: Runtime> GlobalRateLimiter<R> {
     /// [`GlobalRateError::Limited`] with the exact `retry_after` if the
     /// cell does not conform (nothing is written then),
     /// [`GlobalRateError::StoreUnavailable`] when Redis cannot be reached
-    /// and the fallback is `FailClosed` (with a local fallback: its verdict).
+    /// and the fallback is `FailClosed` (with a local fallback: its verdict),
+    /// [`GlobalRateError::Closed`] after [`close`](Self::close). In
+    /// [leased mode](GlobalRateLimiter#leased-mode), the unkeyed limit's
+    /// cell comes from this process's pocket with no Redis call, and a
+    /// refusal's `retry_after` is the time until the next refresh.
     ///
     /// # Cancel safety
     ///
@@ -421,6 +558,13 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         let inner = &*self.inner;
         if let Some(early) = inner.pre_check(n) {
             return early;
+        }
+        if let (Some(pocket), None) = (&inner.pocket, key.encoded()) {
+            // The hot path: one compare-and-swap, no clock, no count.
+            if pocket.take(u64::from(n)) {
+                return Ok(());
+            }
+            return self.check_pocket(pocket, n).await;
         }
         match inner.attempt(key, n).await {
             Ok(Verdict::Admitted { global }) => {
@@ -540,6 +684,9 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         if inner.clock.now() >= deadline {
             return self.check_n(key, n).await;
         }
+        if let (Some(pocket), None) = (&inner.pocket, key.encoded()) {
+            return self.wait_pocket(pocket, n, deadline).await;
+        }
         let mut waited = false;
         let mut last = Duration::ZERO;
         for _ in 0..MAX_ROUNDS {
@@ -630,6 +777,156 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         policy.call(make).await
     }
 
+    /// Ends this limiter: every check after it (by any clone) refuses with
+    /// [`GlobalRateError::Closed`]. In leased mode it also stops the
+    /// keeper and gives back the unspent cells of its last lease if nobody
+    /// has taken cells of the limit since (then Redis's schedule is as if
+    /// they had never been asked for); other unspent cells are wasted
+    /// (`wasted_cells`): a cell is lost that way, never invented. It
+    /// returns when that is done (at most one store timeout for the
+    /// give-back); the metrics are then exact.
+    ///
+    /// Without `close`, the keeper ends when the last clone is dropped,
+    /// the same way, if its runtime still runs; a keeper dropped with its
+    /// runtime gives nothing back (nothing is held in Redis but the
+    /// schedule, which expires by itself).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the limiter closed; the keeper finishes
+    /// on its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateError, GlobalRateLimiter, RateKey};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200))
+    ///     .leased(Duration::from_millis(100))
+    ///     .store_timeout(Duration::from_millis(20))
+    ///     .build()
+    ///     .unwrap();
+    /// let api = GlobalRateLimiter::connect("redis://127.0.0.1:1/", "api", config).unwrap();
+    /// api.close().await;
+    /// assert!(matches!(api.check(&RateKey::whole()).await, Err(GlobalRateError::Closed)));
+    /// # });
+    /// ```
+    pub async fn close(&self) {
+        let inner = &*self.inner;
+        inner.closed.store(true, crate::sync::Ordering::Release);
+        let (Some(tx), Some(pocket)) = (&self.keeper, &inner.pocket) else {
+            return;
+        };
+        let (ack, done) = tokio::sync::oneshot::channel();
+        if tx.send(Msg::Close(ack)).is_ok() {
+            let _ = done.await;
+            return;
+        }
+        // Another clone closed it already: wait for the keeper to end.
+        loop {
+            let listener = pocket.changed.listen();
+            if pocket.has_ended() {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    /// A leased check that found the pocket short: the first lease on its
+    /// way, the fallback while Redis is down, or a refusal with the time
+    /// until more cells may come.
+    async fn check_pocket(&self, pocket: &Pocket, n: u32) -> Result<(), GlobalRateError> {
+        let inner = &*self.inner;
+        if inner.closed.load(crate::sync::Ordering::Acquire) || pocket.has_ended() {
+            return Err(GlobalRateError::Closed);
+        }
+        if !pocket.has_tried() {
+            // Just connected: the keeper's first lease is on its way.
+            let until = inner
+                .clock
+                .now()
+                .saturating_add(inner.config.store_timeout * 2);
+            pocket.first_attempt(&inner.clock, until).await;
+            if pocket.take(u64::from(n)) {
+                return Ok(());
+            }
+        }
+        pocket.refused(u64::from(n));
+        if let Some(failure) = pocket.failure() {
+            return match inner.fallback(&RateKey::whole(), n, failure) {
+                Ok(Verdict::Admitted { global }) => {
+                    inner.stats.admitted(inner.name, n, global, false);
+                    Ok(())
+                }
+                Ok(Verdict::NotYet(retry_after)) => Err(inner
+                    .stats
+                    .refused(inner.name, GlobalRateError::Limited { retry_after })),
+                Err(e) => Err(inner.stats.refused(inner.name, e)),
+            };
+        }
+        let retry_after = pocket.hint(inner.clock.now());
+        Err(inner
+            .stats
+            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+    }
+
+    /// A leased wait: the pocket, or a wait for the keeper's next refill
+    /// (counted as demand while it waits), at most 32 times.
+    async fn wait_pocket(
+        &self,
+        pocket: &Pocket,
+        n: u32,
+        deadline: Instant,
+    ) -> Result<(), GlobalRateError> {
+        let inner = &*self.inner;
+        let cells = u64::from(n);
+        let mut waited = false;
+        for _ in 0..MAX_ROUNDS {
+            let listener = pocket.changed.listen();
+            if pocket.take(cells) {
+                if waited {
+                    inner.stats.admitted_waited();
+                }
+                return Ok(());
+            }
+            if inner.closed.load(crate::sync::Ordering::Acquire) || pocket.has_ended() {
+                return Err(GlobalRateError::Closed);
+            }
+            if pocket.has_tried() {
+                if let Some(failure) = pocket.failure() {
+                    pocket.refused(cells);
+                    return match inner.fallback(&RateKey::whole(), n, failure) {
+                        Ok(Verdict::Admitted { global }) => {
+                            inner.stats.admitted(inner.name, n, global, waited);
+                            Ok(())
+                        }
+                        Ok(Verdict::NotYet(retry_after)) => Err(inner
+                            .stats
+                            .refused(inner.name, GlobalRateError::Limited { retry_after })),
+                        Err(e) => Err(inner.stats.refused(inner.name, e)),
+                    };
+                }
+            }
+            let now = inner.clock.now();
+            if now >= deadline {
+                break;
+            }
+            let _waiting = pocket.wait(cells);
+            tokio::select! {
+                () = listener => {}
+                () = inner.clock.sleep_until(deadline) => {}
+            }
+            waited = true;
+        }
+        let retry_after = pocket.hint(inner.clock.now());
+        Err(inner
+            .stats
+            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+    }
+
     /// Runs one check in a task of its own (see
     /// [`acquire_n_until`](Self::acquire_n_until)).
     fn ask(
@@ -664,6 +961,9 @@ impl<R: Runtime> Inner<R> {
     /// What a request for `n` cells gets before anything is asked: zero
     /// cells conform, more than the burst never do.
     fn pre_check(&self, n: u32) -> Option<Result<(), GlobalRateError>> {
+        if self.closed.load(crate::sync::Ordering::Acquire) {
+            return Some(Err(GlobalRateError::Closed));
+        }
         let burst = self.config.quota.burst_size();
         if n > burst {
             return Some(Err(GlobalRateError::ExceedsBurst {
@@ -719,6 +1019,78 @@ impl<R: Runtime> Inner<R> {
         verdict
     }
 
+    /// Leases up to `want` cells of the unkeyed limit (one script),
+    /// through the breaker, under the store timeout.
+    async fn lease(&self, want: u64) -> Result<Leased, StoreFailure> {
+        let probe = self
+            .breaker
+            .try_acquire()
+            .map_err(StoreFailure::BreakerOpen)?;
+        self.stats.redis_call(self.name);
+        let mut con = self.con.clone();
+        let reply = conn::timed(
+            &self.clock,
+            self.config.store_timeout,
+            self.lease_script
+                .key(&self.whole)
+                .arg(self.config.interval_us)
+                .arg(self.config.window_us())
+                .arg(want)
+                .invoke_async::<(i64, i64, i64)>(&mut con),
+        )
+        .await;
+        let leased = match reply {
+            Ok((grant, retry, tat)) if (0..=want as i64).contains(&grant) && retry >= 0 => {
+                Ok(Leased {
+                    grant: grant.unsigned_abs(),
+                    retry: Duration::from_micros(retry.unsigned_abs()),
+                    tat,
+                })
+            }
+            Ok(_) => Err(StoreFailure::BadReply),
+            Err(e) => Err(e),
+        };
+        match &leased {
+            Ok(_) => probe.success(),
+            Err(e) => {
+                self.stats.store_failed(self.name, e);
+                probe.failure();
+            }
+        }
+        leased
+    }
+
+    /// Gives back `cells` of the last lease, which left the TAT at `tat`,
+    /// if nobody took cells since (see `gcra_return.lua`).
+    async fn give_back(&self, tat: i64, cells: u64) -> bool {
+        let Ok(probe) = self.breaker.try_acquire() else {
+            return false;
+        };
+        self.stats.redis_call(self.name);
+        let mut con = self.con.clone();
+        let reply = conn::timed(
+            &self.clock,
+            self.config.store_timeout,
+            self.return_script
+                .key(&self.whole)
+                .arg(tat)
+                .arg(cells.saturating_mul(self.config.interval_us))
+                .invoke_async::<i64>(&mut con),
+        )
+        .await;
+        match reply {
+            Ok(r) => {
+                probe.success();
+                r == 1
+            }
+            Err(e) => {
+                self.stats.store_failed(self.name, &e);
+                probe.failure();
+                false
+            }
+        }
+    }
+
     fn fallback(
         &self,
         key: &RateKey,
@@ -751,5 +1123,6 @@ fn policy_kind<E>(e: GlobalRateError) -> ErrorKind<E> {
         GlobalRateError::ExceedsBurst { .. } => ErrorKind::RateLimited {
             retry_after: Duration::MAX,
         },
+        GlobalRateError::Closed => ErrorKind::StoreUnavailable,
     }
 }

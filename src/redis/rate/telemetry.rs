@@ -9,6 +9,9 @@
 //! | `global_rate_refused_total` | counter | refusals; `cause` = `limited`, `timed_out`, `store_unavailable` |
 //! | `global_rate_redis_calls_total` | counter | scripts sent to Redis |
 //! | `global_rate_store_errors_total` | counter | Redis commands that failed or timed out |
+//! | `global_rate_leased_cells_total` | counter | leased mode: cells Redis granted this process |
+//! | `global_rate_spent_cells_total` | counter | leased mode: cells spent from the pocket (told at each refresh) |
+//! | `global_rate_wasted_cells_total` | counter | leased mode: cells that aged out of the pocket unspent, or were left at close |
 //!
 //! Tracing: a DEBUG event per refusal (target `watertight::redis::rate`,
 //! with `retry_after_us`; never the client key, which may be personal
@@ -56,6 +59,18 @@ pub struct GlobalRateMetrics {
     pub store_errors: u64,
     /// Redis commands that did not answer within the store timeout.
     pub store_timeouts: u64,
+    /// Leased mode: cells Redis granted this process (scripts that leased
+    /// them are in `redis_calls`).
+    pub leased_cells: u64,
+    /// Leased mode: cells spent from the pocket, as of the last refresh
+    /// (the hot path counts nothing; exact after
+    /// [`close`](super::GlobalRateLimiter::close)).
+    pub spent_cells: u64,
+    /// Leased mode: cells that aged out of the pocket unspent, or were in
+    /// it at close and could not be given back.
+    pub wasted_cells: u64,
+    /// Leased mode: cells given back to Redis at close.
+    pub returned_cells: u64,
 }
 
 impl GlobalRateMetrics {
@@ -84,6 +99,10 @@ pub(super) struct Stats {
     redis_calls: AtomicU64,
     store_errors: AtomicU64,
     store_timeouts: AtomicU64,
+    leased_cells: AtomicU64,
+    spent_cells: AtomicU64,
+    wasted_cells: AtomicU64,
+    returned_cells: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -104,6 +123,10 @@ impl Stats {
             redis_calls: r(&self.redis_calls),
             store_errors: r(&self.store_errors),
             store_timeouts: r(&self.store_timeouts),
+            leased_cells: r(&self.leased_cells),
+            spent_cells: r(&self.spent_cells),
+            wasted_cells: r(&self.wasted_cells),
+            returned_cells: r(&self.returned_cells),
         }
     }
 
@@ -128,6 +151,11 @@ impl Stats {
         let _ = system;
     }
 
+    /// A leased admission that waited (the hot path counts nothing else).
+    pub(super) fn admitted_waited(&self) {
+        bump(&self.waited, 1);
+    }
+
     /// Counts `refusal` (and reports it) by its cause, and hands it back.
     /// `ExceedsBurst` is a bad request, not a refusal: not counted.
     pub(super) fn refused(
@@ -139,7 +167,7 @@ impl Stats {
             GlobalRateError::Limited { .. } => &self.refused_limited,
             GlobalRateError::TimedOut => &self.refused_timed_out,
             GlobalRateError::StoreUnavailable(_) => &self.refused_store,
-            GlobalRateError::ExceedsBurst { .. } => return refusal,
+            GlobalRateError::ExceedsBurst { .. } | GlobalRateError::Closed => return refusal,
         };
         bump(counter, 1);
         let cause = refusal.cause();
@@ -156,6 +184,32 @@ impl Stats {
         );
         let _ = (system, cause);
         refusal
+    }
+
+    /// The keeper's account of the pocket since its last report: cells
+    /// leased, spent, wasted and given back.
+    pub(super) fn pocket(
+        &self,
+        system: &'static str,
+        leased: u64,
+        spent: u64,
+        wasted: u64,
+        returned: u64,
+    ) {
+        bump(&self.leased_cells, leased);
+        bump(&self.spent_cells, spent);
+        bump(&self.wasted_cells, wasted);
+        bump(&self.returned_cells, returned);
+        #[cfg(feature = "metrics")]
+        {
+            ::metrics::counter!("global_rate_leased_cells_total", "system" => system)
+                .increment(leased);
+            ::metrics::counter!("global_rate_spent_cells_total", "system" => system)
+                .increment(spent);
+            ::metrics::counter!("global_rate_wasted_cells_total", "system" => system)
+                .increment(wasted);
+        }
+        let _ = system;
     }
 
     pub(super) fn redis_call(&self, system: &'static str) {
