@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use event_listener::Event;
 use tokio::sync::{mpsc, oneshot};
 
+use super::cells::Cells;
 use super::Inner;
 use crate::clock::Instant;
 use crate::redis::runtime::Runtime;
@@ -43,7 +44,7 @@ pub(super) enum Msg {
 /// This process's leased cells of the unkeyed limit.
 pub(super) struct Pocket {
     /// Cells that may be spent now.
-    cells: AtomicU64,
+    cells: Cells,
     /// Cells asked for and not found since the last refresh (demand).
     refused: AtomicU64,
     /// Cells waited for right now (demand).
@@ -69,7 +70,7 @@ pub(super) struct Pocket {
 impl Pocket {
     pub(super) fn new() -> Self {
         Pocket {
-            cells: AtomicU64::new(0),
+            cells: Cells::new(),
             refused: AtomicU64::new(0),
             waiting: AtomicU64::new(0),
             nudged: AtomicBool::new(false),
@@ -84,31 +85,15 @@ impl Pocket {
     }
 
     /// Takes `n` cells if the pocket holds them: the hot path (no clock,
-    /// no count). `Relaxed`: the counter publishes no other data, and
-    /// every change to it is a read-modify-write, so spends and the
-    /// keeper's refills never lose or double a cell.
+    /// no count of its own).
     #[inline]
     pub(super) fn take(&self, n: u64) -> bool {
-        let mut cur = self.cells.load(Ordering::Relaxed);
-        loop {
-            if cur < n {
-                return false;
-            }
-            match self.cells.compare_exchange_weak(
-                cur,
-                cur - n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => cur = actual,
-            }
-        }
+        self.cells.take(n)
     }
 
     /// Cells in the pocket now.
     pub(super) fn cells(&self) -> u64 {
-        self.cells.load(Ordering::Relaxed)
+        self.cells.get()
     }
 
     /// `n` cells were asked for and not found: demand, and an early
@@ -171,22 +156,9 @@ impl Pocket {
         }
     }
 
-    /// The keeper's one write: wastes the cells older than `young` still
-    /// in the pocket, keeps the rest and adds `grant`. Returns (cells in
-    /// the pocket before, wasted, after).
+    /// The keeper's one write (see [`Cells::refill`]).
     fn refill(&self, young: u64, grant: u64) -> (u64, u64, u64) {
-        let mut cur = self.cells.load(Ordering::Relaxed);
-        loop {
-            let old = cur.saturating_sub(young);
-            let next = cur - old + grant;
-            match self
-                .cells
-                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return (cur, old, next),
-                Err(actual) => cur = actual,
-            }
-        }
+        self.cells.refill(young, grant)
     }
 
     fn record(&self, failure: Option<StoreFailure>, ready_at: Instant) {
@@ -336,7 +308,7 @@ pub(super) async fn run<R: Runtime>(
     msgs.close();
     // No more cells: what is left is given back if it is the tail of the
     // schedule, wasted otherwise.
-    let left = pocket.cells.swap(0, Ordering::AcqRel);
+    let left = pocket.cells.take_all();
     let spent = books.left.saturating_sub(left);
     let mut returned = 0;
     if let Some((tat, granted)) = books.last_tat {

@@ -22,6 +22,7 @@ use crate::clock::{Clock, Instant, Timer, TokioClock};
 use crate::policy::{self, ErrorKind, Policy};
 use crate::rate::{KeyedError, KeyedRateLimiter, RateError, RateLimiter};
 
+mod cells;
 mod config;
 mod error;
 mod lease;
