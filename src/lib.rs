@@ -228,6 +228,7 @@ pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
 pub mod guide;
+pub mod hedge;
 pub mod limit;
 pub mod partition;
 pub mod policy;
