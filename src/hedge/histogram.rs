@@ -6,14 +6,14 @@ use core::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// Sub-buckets per power of two, as a power of two: 2³ = 8, so a bucket is
-/// at most 1/8 (12.5 %) as wide as its lower bound.
-const SUB_BITS: u32 = 3;
+/// Sub-buckets per power of two, as a power of two: 2⁴ = 16, so a bucket
+/// is at most 1/16 (6.25 %) as wide as its lower bound.
+const SUB_BITS: u32 = 4;
 const SUB: u64 = 1 << SUB_BITS;
 
-/// Buckets: values `0..8` ns one each, then 8 per power of two from 2³ to
-/// 2⁶³ ns (61 powers): 8 + 61 × 8 = 496. Every `u64` of nanoseconds has
-/// one, so no latency is too large to record.
+/// Buckets: values `0..16` ns one each, then 16 per power of two from 2⁴
+/// to 2⁶³ ns (60 powers): 16 + 60 × 16 = 976. Every `u64` of nanoseconds
+/// has one, so no latency is too large to record.
 #[cfg(not(loom))]
 const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
 /// Under loom the same code runs on the first 16 buckets (0 to 15 ns, each
@@ -22,13 +22,13 @@ const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
 #[cfg(loom)]
 const BUCKETS: usize = 16;
 
-/// The bucket of `nanos`: exact below 8, then 8 per power of two.
+/// The bucket of `nanos`: exact below 16, then 16 per power of two.
 #[inline]
 const fn bucket_of(nanos: u64) -> usize {
     let i = if nanos < SUB {
         nanos as usize
     } else {
-        let e = 63 - nanos.leading_zeros(); // 3..=63
+        let e = 63 - nanos.leading_zeros(); // 4..=63
         let sub = (nanos >> (e - SUB_BITS)) & (SUB - 1);
         ((e - SUB_BITS + 1) as usize) * SUB as usize + sub as usize
     };
@@ -49,7 +49,7 @@ const fn bucket_max(i: usize) -> u64 {
     let e = i / sub + SUB_BITS as u64 - 1; // the power of two
     let s = i % sub;
     let width = 1u64 << (e - SUB_BITS as u64);
-    // The last bucket's end is u64::MAX: (2⁶³ + 8 × 2⁶⁰) − 1 wraps to it.
+    // The last bucket's end is u64::MAX: (2⁶³ + 16 × 2⁵⁹) − 1 wraps to it.
     (1u64 << e)
         .wrapping_add((s + 1).wrapping_mul(width))
         .wrapping_sub(1)
@@ -160,10 +160,10 @@ impl core::error::Error for PercentileError {}
 /// Recent latencies, for their percentiles: fixed memory, no lock, no
 /// allocation, no clock, `no_std`.
 ///
-/// **Buckets.** Logarithmic, as HdrHistogram's are: exact below 8 ns,
-/// then 8 buckets per power of two up to 2⁶⁴ ns (584 years), 496 in all.
+/// **Buckets.** Logarithmic, as HdrHistogram's are: exact below 16 ns,
+/// then 16 buckets per power of two up to 2⁶⁴ ns (584 years), 976 in all.
 /// A percentile reports the largest value of its bucket, so it is never
-/// below the true one and at most 12.5 % above it (a hedge sent a little
+/// below the true one and at most 6.25 % above it (a hedge sent a little
 /// late, never early). There is **no upper cap**: every duration has a
 /// bucket (past 584 years, the last one). tower's `Hedge` once kept
 /// HdrHistogram's bounds of 1 ms to 10 s and reported an error for every
@@ -185,7 +185,7 @@ impl core::error::Error for PercentileError {}
 ///   calls at the peak and a handful at night, so its percentile at night
 ///   is the largest of a few samples (the breaker's count window makes the
 ///   same choice);
-/// - **decay cannot be lock-free and exact**: halving 496 counters is not
+/// - **decay cannot be lock-free and exact**: halving 976 counters is not
 ///   one atomic step, so records racing with it are halved or not at
 ///   random; a window here is never cleared at all (below).
 ///
@@ -224,8 +224,8 @@ impl core::error::Error for PercentileError {}
 ///     latencies.record(Duration::from_millis(ms));
 /// }
 /// let p95 = latencies.percentile(Percentile::P95).unwrap();
-/// // 95 ms, reported as the top of its bucket: within 12.5 % above.
-/// assert!(p95 >= Duration::from_millis(95) && p95 <= Duration::from_micros(95_000 * 9 / 8));
+/// // 95 ms, reported as the top of its bucket: within 6.25 % above.
+/// assert!(p95 >= Duration::from_millis(95) && p95 <= Duration::from_micros(95_000 * 17 / 16));
 /// assert_eq!(latencies.len(), 100);
 /// ```
 pub struct LatencyHistogram {
@@ -235,7 +235,7 @@ pub struct LatencyHistogram {
 }
 
 impl LatencyHistogram {
-    /// Buckets in a histogram (each with two slots of 8 bytes: 7.9 KB).
+    /// Buckets in a histogram (each with two slots of 8 bytes: 15.6 KB).
     #[cfg(not(loom))]
     pub const BUCKETS: usize = BUCKETS;
 
@@ -351,7 +351,7 @@ impl LatencyHistogram {
 
     /// The `p`th percentile of the samples of the current window and the
     /// one before (nearest rank), reported as the largest value of its
-    /// bucket; `None` without samples. Reads every bucket twice (496 × 2
+    /// bucket; `None` without samples. Reads every bucket twice (976 × 2
     /// relaxed loads per pass), allocating nothing.
     ///
     /// # Examples
@@ -491,12 +491,13 @@ mod tests {
 
     #[test]
     fn buckets_cover_every_value_in_order() {
-        assert_eq!(BUCKETS, 496);
+        assert_eq!(BUCKETS, 976);
         assert_eq!(bucket_of(0), 0);
-        assert_eq!(bucket_of(7), 7);
-        assert_eq!(bucket_of(8), 8);
         assert_eq!(bucket_of(15), 15);
         assert_eq!(bucket_of(16), 16);
+        assert_eq!(bucket_of(31), 31);
+        assert_eq!(bucket_of(32), 32);
+        assert_eq!(bucket_of(34), 33);
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
         assert_eq!(bucket_max(BUCKETS - 1), u64::MAX);
         for b in 0..BUCKETS - 1 {
@@ -507,9 +508,9 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_is_at_most_an_eighth_of_its_values_wide() {
+    fn a_bucket_is_at_most_a_sixteenth_of_its_values_wide() {
         for v in [
-            9u64,
+            17u64,
             100,
             12_345,
             1_000_000,
@@ -519,7 +520,7 @@ mod tests {
         ] {
             let top = bucket_max(bucket_of(v));
             assert!(top >= v);
-            assert!((top - v) as f64 <= v as f64 / 8.0, "{v} -> {top}");
+            assert!((top - v) as f64 <= v as f64 / 16.0, "{v} -> {top}");
         }
     }
 
