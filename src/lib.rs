@@ -37,7 +37,7 @@
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
 //! | cut the tail of a replicated system's latency: a second request when the first is slow | [`Policy::call_hedged`] with a [`hedge::Hedge`] | idempotent calls only; the delay at a percentile of recent latencies, each attempt through the policy, a budget of its own; [`guide::hedging`] |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
-//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry) |
+//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry), `HedgeLayer` |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
 //! Why that order in a [`Policy`]: the bulkhead first, so a call refused for

@@ -102,6 +102,12 @@
 //! (`tests/hedge_no_alloc.rs` counts 0 allocations per hedged call on
 //! tokio's clock), and it runs on any [`Timer`](crate::clock::Timer).
 //!
+//! With the `tower` feature, `tower::HedgeLayer` does the same around a
+//! tower service: each attempt readies the inner service and sends it a
+//! clone of the request (so `Req: Clone`), through an `Arc<Policy>` and an
+//! `Arc<Hedge>`; its response future, `HedgeFuture`, is the same
+//! [`HedgedCall`](crate::policy::HedgedCall), allocation-free.
+//!
 //! # The delay and its histogram
 //!
 //! [`LatencyHistogram`](crate::hedge::LatencyHistogram): 976 log buckets

@@ -3,6 +3,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::ops::Deref;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -111,7 +112,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
         &'h self,
         hedge: &'h Hedge,
         make: F,
-    ) -> Hedging<'h, &'h Self, MakeEach<F>, ErrIsFailure>
+    ) -> Hedging<&'h Hedge, &'h Self, MakeEach<F>, ErrIsFailure>
     where
         C: Timer,
         B: Clock,
@@ -142,7 +143,7 @@ impl<C, const N: usize, W: WindowStorage, B> Policy<C, N, W, B> {
 /// use watertight::policy::{HedgedCall, MakeEach, Policy, PolicyConfig};
 ///
 /// type Lookup<'p> = HedgedCall<
-///     'p,
+///     &'p Hedge,
 ///     &'p Policy<&'p ManualClock>,
 ///     MakeEach<fn() -> Ready<Result<u32, ()>>>,
 ///     ErrIsFailure,
@@ -167,12 +168,33 @@ impl<F> MakeEach<F> {
             called: false,
         }
     }
+}
 
-    /// The closure, once this attempt has called it (or `force`: the
-    /// attempt is over).
-    fn lend_back(&mut self, force: bool) -> Option<F> {
-        if self.called || force {
-            self.make.take()
+mod sealed {
+    /// A [`Dispatch`](crate::policy::call::Dispatch) that the attempts of a
+    /// hedged call take turns with: it gives back what the next attempt
+    /// needs (the closure; the service and the request) once this one has
+    /// made its call, or once it is over.
+    pub trait Relend: crate::policy::call::Dispatch + Sized {
+        /// Whether this attempt has made its call.
+        #[doc(hidden)]
+        fn called(&self) -> bool;
+        /// What the next attempt needs, if this one has made its call or
+        /// `over`; `None` while it still needs it.
+        #[doc(hidden)]
+        fn lend_back(&mut self, over: bool) -> Option<Self>;
+    }
+}
+pub(crate) use sealed::Relend;
+
+impl<F: FnMut() -> Fut, Fut: Future> Relend for MakeEach<F> {
+    fn called(&self) -> bool {
+        self.called
+    }
+
+    fn lend_back(&mut self, over: bool) -> Option<Self> {
+        if self.called || over {
+            self.make.take().map(MakeEach::new)
         } else {
             None
         }
@@ -219,8 +241,8 @@ pin_project_lite::pin_project! {
     /// assert_eq!(futures_lite::future::block_on(call), Ok(1));
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct HedgedCall<'h, R: Handle, D: Dispatch, K> {
-        hedge: &'h Hedge,
+    pub struct HedgedCall<G: Deref<Target = Hedge>, R: Handle, D: Dispatch, K> {
+        hedge: G,
         policy: R,
         budget: Option<Instant>,
         classify: K,
@@ -245,7 +267,7 @@ pin_project_lite::pin_project! {
         timer: Option<SleepOf<R>>,
     }
 
-    impl<'h, R: Handle, D: Dispatch, K> PinnedDrop for HedgedCall<'h, R, D, K> {
+    impl<G: Deref<Target = Hedge>, R: Handle, D: Dispatch, K> PinnedDrop for HedgedCall<G, R, D, K> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // Hedges still out when the caller gives up: lost. The
@@ -259,9 +281,9 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<'h, R: Handle, D: Dispatch, K> HedgedCall<'h, R, D, K> {
+impl<G: Deref<Target = Hedge>, R: Handle, D: Dispatch, K> HedgedCall<G, R, D, K> {
     pub(crate) fn new(
-        hedge: &'h Hedge,
+        hedge: G,
         policy: R,
         budget: Option<Instant>,
         dispatch: D,
@@ -316,15 +338,15 @@ impl<'h, R: Handle, D: Dispatch, K> HedgedCall<'h, R, D, K> {
 /// # });
 /// ```
 #[must_use = "a hedged call does nothing until it is awaited"]
-pub struct Hedging<'h, R: Handle, D, K> {
-    hedge: &'h Hedge,
+pub struct Hedging<G, R: Handle, D, K> {
+    hedge: G,
     policy: R,
     budget: Option<Instant>,
     dispatch: D,
     classify: K,
 }
 
-impl<R: Handle, D, K> fmt::Debug for Hedging<'_, R, D, K> {
+impl<G: Deref<Target = Hedge>, R: Handle, D, K> fmt::Debug for Hedging<G, R, D, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hedging")
             .field("system", &self.hedge.name())
@@ -333,7 +355,7 @@ impl<R: Handle, D, K> fmt::Debug for Hedging<'_, R, D, K> {
     }
 }
 
-impl<'h, R: Handle, D, K> Hedging<'h, R, D, K> {
+impl<G, R: Handle, D, K> Hedging<G, R, D, K> {
     /// Within a request budget: every attempt is cut at its end, and no
     /// hedge starts at or past it.
     ///
@@ -392,7 +414,7 @@ impl<'h, R: Handle, D, K> Hedging<'h, R, D, K> {
     /// assert_eq!(p.breaker().metrics().failed_calls, 1);
     /// # });
     /// ```
-    pub fn classify<K2>(self, classify: K2) -> Hedging<'h, R, D, K2> {
+    pub fn classify<K2>(self, classify: K2) -> Hedging<G, R, D, K2> {
         Hedging {
             hedge: self.hedge,
             policy: self.policy,
@@ -403,15 +425,16 @@ impl<'h, R: Handle, D, K> Hedging<'h, R, D, K> {
     }
 }
 
-impl<'h, R, F, Fut, T, E, K> core::future::IntoFuture for Hedging<'h, R, MakeEach<F>, K>
+impl<G, R, D, T, E, K> core::future::IntoFuture for Hedging<G, R, D, K>
 where
+    G: Deref<Target = Hedge>,
     R: Handle + Clone,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    D: Relend,
+    D::Future: Future<Output = Result<T, E>>,
     K: Classify<T, E> + Clone,
 {
     type Output = Result<T, Error<E>>;
-    type IntoFuture = HedgedCall<'h, R, MakeEach<F>, K>;
+    type IntoFuture = HedgedCall<G, R, D, K>;
 
     fn into_future(self) -> Self::IntoFuture {
         HedgedCall::new(
@@ -424,7 +447,7 @@ where
     }
 }
 
-impl<R: Handle, D: Dispatch, K> fmt::Debug for HedgedCall<'_, R, D, K> {
+impl<G: Deref<Target = Hedge>, R: Handle, D: Dispatch, K> fmt::Debug for HedgedCall<G, R, D, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HedgedCall")
             .field("system", &self.hedge.name())
@@ -461,11 +484,12 @@ fn not_sent<E>(kind: &ErrorKind<E>) -> Option<HedgeOutcome> {
 
 type Slots<'a, R, D, K> = [Pin<&'a mut Option<Attempt<R, D, K>>>; ATTEMPTS];
 
-impl<'h, R, F, Fut, T, E, K> Future for HedgedCall<'h, R, MakeEach<F>, K>
+impl<G, R, D, T, E, K> Future for HedgedCall<G, R, D, K>
 where
+    G: Deref<Target = Hedge>,
     R: Handle + Clone,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    D: Relend,
+    D::Future: Future<Output = Result<T, E>>,
     K: Classify<T, E> + Clone,
 {
     type Output = Result<T, Error<E>>;
@@ -475,7 +499,7 @@ where
         let hedge: &Hedge = this.hedge;
         let handle: &R = this.policy;
         let clock = handle.parts().clock;
-        let mut slots: Slots<'_, R, MakeEach<F>, K> = [this.a0, this.a1, this.a2, this.a3];
+        let mut slots: Slots<'_, R, D, K> = [this.a0, this.a1, this.a2, this.a3];
         if !*this.begun {
             *this.begun = true;
             *this.delay = hedge.delay();
@@ -543,7 +567,7 @@ where
             let make = run
                 .next
                 .take()
-                .expect("the closure is back once the first attempt has called it");
+                .expect("the starter is back once the first attempt has made its call");
             let i = usize::from(*this.due);
             slots[i].set(Some(
                 PolicyCall::new(handle.clone(), *this.budget, make, this.classify.clone())
@@ -570,46 +594,43 @@ where
 }
 
 /// What one poll of a hedged call works with.
-struct Run<'a, 'h, C, F> {
-    hedge: &'h Hedge,
+struct Run<'a, C, D> {
+    hedge: &'a Hedge,
     clock: &'a C,
     started: &'a mut Option<Instant>,
-    next: &'a mut Option<MakeEach<F>>,
+    next: &'a mut Option<D>,
 }
 
-impl<C: Clock, F> Run<'_, '_, C, F> {
+impl<C: Clock, D: Relend> Run<'_, C, D> {
     /// Polls one attempt; takes its closure back once it has called it (or
     /// once it is over), and notes the first attempt's start (`before`).
-    fn poll_attempt<R, K, T, E, Fut>(
+    fn poll_attempt<R, K, T, E>(
         &mut self,
-        mut call: Pin<&mut Attempt<R, MakeEach<F>, K>>,
+        mut call: Pin<&mut Attempt<R, D, K>>,
         before: Option<Instant>,
         cx: &mut Context<'_>,
     ) -> Poll<super::call::Settled<T, E>>
     where
         R: Handle,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        D::Future: Future<Output = Result<T, E>>,
         K: Classify<T, E>,
     {
         let polled = call.as_mut().poll_settled(cx);
         let dispatch = call.dispatch_mut();
         if let Some(t) = before {
-            if dispatch.called {
+            if dispatch.called() {
                 *self.started = Some(t);
             }
         }
         if self.next.is_none() {
-            if let Some(make) = dispatch.lend_back(polled.is_ready()) {
-                *self.next = Some(MakeEach::new(make));
-            }
+            *self.next = dispatch.lend_back(polled.is_ready());
         }
         polled
     }
 
     /// Attempt `i` ended with `out`: the call's output if it is the answer,
     /// or if nothing else is in flight; `None` to wait for the others.
-    fn finished<R: Handle, D: Dispatch, K, T, E>(
+    fn finished<R: Handle, K, T, E>(
         &mut self,
         slots: &mut Slots<'_, R, D, K>,
         i: usize,

@@ -51,6 +51,8 @@ pub use config::{
     PolicyConfig, PolicyConfigBuilder, PolicyConfigError, PolicyField, LONGEST_USUAL_MAX_WAIT,
 };
 pub use error::{Error, ErrorKind};
+#[cfg(feature = "tower")]
+pub(crate) use hedge::Relend;
 pub use hedge::{HedgedCall, Hedging, MakeEach};
 pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 
