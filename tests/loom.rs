@@ -2734,3 +2734,46 @@ mod hedge_budget {
         });
     }
 }
+
+/// The hedge's kept percentile delay: one word holding the delay and the
+/// refresh period it was read in. Checked: **a delay read racing with
+/// records is one the histogram could give** (one of the recorded
+/// latencies' buckets, never a torn or invented value), and **once the
+/// next period starts the kept value is read again**, so a stale one (read
+/// while a record was still landing) does not outlive its period.
+mod hedge_delay {
+    use super::*;
+    use watertight::hedge::{Hedge, HedgeConfig, HedgeDelay, Percentile};
+
+    #[test]
+    fn a_kept_delay_lasts_one_period() {
+        model(|| {
+            // Window 16: a period of one record; the largest sample.
+            let top = Percentile::new(100.0).unwrap();
+            let config = HedgeConfig::builder()
+                .delay(HedgeDelay::Percentile(top))
+                .min_samples(1)
+                .window(16)
+                .build()
+                .unwrap();
+            let hedge = Arc::new(Hedge::new("loom", config));
+            let seen = [Duration::from_nanos(5), Duration::from_nanos(9)];
+            let t = {
+                let hedge = hedge.clone();
+                thread::spawn(move || {
+                    hedge.histogram().record(Duration::from_nanos(5));
+                    hedge.delay()
+                })
+            };
+            hedge.histogram().record(Duration::from_nanos(9));
+            let mine = hedge.delay();
+            let theirs = t.join().unwrap();
+            for d in [mine, theirs] {
+                assert!(d.is_some_and(|d| seen.contains(&d)), "{d:?}");
+            }
+            hedge.histogram().record(Duration::from_nanos(3));
+            assert_eq!(hedge.delay(), hedge.histogram().percentile(top));
+            assert_eq!(hedge.delay(), Some(Duration::from_nanos(9)));
+        });
+    }
+}

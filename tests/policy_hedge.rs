@@ -404,3 +404,31 @@ fn a_hedged_call_is_send_when_its_call_is() {
     send(&call);
     assert_eq!(futures_lite::future::block_on(call), Ok(1));
 }
+
+#[test]
+fn the_delay_is_kept_for_a_refresh_period_then_read_again() {
+    // A window of 160: the delay is read again every 10 records.
+    let config = HedgeConfig::builder()
+        .min_samples(10)
+        .window(160)
+        .build()
+        .unwrap();
+    let hedge = Hedge::new("search", config);
+    for _ in 0..9 {
+        hedge.histogram().record(10 * MS);
+    }
+    assert_eq!(hedge.delay(), None, "nothing kept below min_samples");
+    hedge.histogram().record(10 * MS);
+    let first = hedge.delay().unwrap();
+    assert!(first >= 10 * MS && first < 11 * MS, "{first:?}");
+    for _ in 0..9 {
+        hedge.histogram().record(100 * MS);
+    }
+    // 19 records: still the period of the 10th, the delay as it was kept.
+    assert_eq!(hedge.delay(), Some(first));
+    hedge.histogram().record(100 * MS);
+    // 20: read again, half the samples at 100 ms.
+    let now = hedge.delay().unwrap();
+    assert_eq!(Some(now), hedge.histogram().percentile(Percentile::P95));
+    assert!(now >= 100 * MS, "{now:?}");
+}

@@ -37,7 +37,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 mod histogram;
 
@@ -676,8 +676,10 @@ impl HedgeMetrics {
 ///
 /// # Memory ordering
 ///
-/// Relaxed throughout: counters, the budget and the histogram each hold
-/// their own data.
+/// Relaxed throughout: counters, the budget, the histogram and the kept
+/// delay (value and tag in one word) each hold their own data. A delay
+/// read while records race with it may miss some of them, as any read of
+/// the histogram may; it is read again in the next refresh period.
 ///
 /// # Examples
 ///
@@ -700,6 +702,9 @@ pub struct Hedge {
     histogram: LatencyHistogram,
     budget: HedgeBudget,
     counts: [AtomicUsize; 6],
+    // The percentile delay last read, tagged with the refresh period it
+    // was read in (see `delay`); 0: none yet.
+    cached: AtomicU64,
 }
 
 impl Hedge {
@@ -721,6 +726,7 @@ impl Hedge {
                 budget: HedgeBudget::new(&config),
                 config,
                 counts: new_counts(),
+                cached: AtomicU64::new(0),
             }
         }
     }
@@ -778,6 +784,15 @@ impl Hedge {
     /// the percentile of the histogram; `None` (no hedge) while the
     /// histogram holds fewer than `min_samples`.
     ///
+    /// A percentile is read from the histogram once per refresh period,
+    /// `window / 16` records (at least 1), and kept in between: reading
+    /// 976 buckets per call would cost a call a microsecond (`benches/hedge.rs`).
+    /// So the delay lags the histogram by at most that many records. The
+    /// kept value is one atomic word, tagged with the period it was read
+    /// in; a call that finds another period's tag reads the histogram
+    /// again. While there are too few samples nothing is kept, so the
+    /// first call after the `min_samples`th record hedges.
+    ///
     /// # Examples
     ///
     /// ```
@@ -792,12 +807,28 @@ impl Hedge {
     /// assert!(hedge.delay().unwrap() >= Duration::from_millis(10));
     /// ```
     pub fn delay(&self) -> Option<Duration> {
-        match self.config.delay {
-            HedgeDelay::Fixed(d) => Some(d),
-            HedgeDelay::Percentile(p) => self
-                .histogram
-                .percentile_of_at_least(p, u64::from(self.config.min_samples)),
+        let p = match self.config.delay {
+            HedgeDelay::Fixed(d) => return Some(d),
+            HedgeDelay::Percentile(p) => p,
+        };
+        let refresh = u64::from((self.config.window / 16).max(1));
+        // The period's tag, 1 to 2²⁴ − 1 (0 is "nothing kept").
+        let tag = (self.histogram.recorded() / refresh) % TAG_PERIODS + 1;
+        let kept = self.cached.load(Ordering::Relaxed);
+        if kept >> DELAY_BITS == tag {
+            return Some(Duration::from_nanos(kept & DELAY_MASK));
         }
+        let delay = self
+            .histogram
+            .percentile_of_at_least(p, u64::from(self.config.min_samples))?;
+        // Kept if it fits in 40 bits of nanoseconds (18 minutes).
+        if let Ok(nanos) = u64::try_from(delay.as_nanos()) {
+            if nanos <= DELAY_MASK {
+                self.cached
+                    .store(tag << DELAY_BITS | nanos, Ordering::Relaxed);
+            }
+        }
+        Some(delay)
     }
 
     /// The counts (see [`HedgeMetrics`]).
@@ -834,6 +865,12 @@ impl Hedge {
         }
     }
 }
+
+/// The kept delay's nanoseconds: the low 40 bits of its word.
+const DELAY_BITS: u32 = 40;
+const DELAY_MASK: u64 = (1 << DELAY_BITS) - 1;
+/// Refresh periods told apart by the tag in the high 24 bits.
+const TAG_PERIODS: u64 = (1 << (64 - DELAY_BITS)) - 1;
 
 crate::sync::const_fn! {
     const fn new_counts() -> [AtomicUsize; 6] {
