@@ -8,7 +8,7 @@
 //!
 //! | page | what it covers |
 //! |---|---|
-//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its ten acts with its output |
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its eleven acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
 //! | [`hedging`] | hedged requests: when to hedge, what each attempt goes through, the latency histogram and the budget, the tail-latency simulation beside tower's `Hedge` |
