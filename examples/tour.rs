@@ -142,6 +142,15 @@
 //! one queue, the export calls that came first; with partitions, checkout
 //! gets its 3 back, ahead of the export calls that waited longer. Counts,
 //! not times: every step waits for the server's own counters.
+//!
+//! Act 11 is hedged requests, on a server of its own: three replicas of
+//! `GET /replica/{n}/{i}` answering in 20 ms, except that replica 2 holds
+//! 1 in 10 of the requests it gets first for 2 s. 90 calls one after
+//! another, request `i` to replica `i mod 3`: first through `Policy::call`
+//! (a 300 ms call timeout), every latency recorded into a
+//! `LatencyHistogram`; then through `Policy::call_hedged` with the delay at
+//! that histogram's 95th percentile, a hedge going to the next replica.
+//! It prints the p99 of each and the extra requests the hedges cost.
 
 #[cfg(feature = "redis")]
 #[path = "global_limit/demo.rs"]
@@ -171,6 +180,7 @@ use watertight::breaker::{
 };
 use watertight::clock::{self, Clock, TokioClock};
 use watertight::deadline::Deadline;
+use watertight::hedge::{Hedge, HedgeConfig, HedgeDelay, Percentile};
 use watertight::metrics::{BulkheadExporter, PolicyExporter};
 use watertight::partition::PartitionedBulkhead;
 use watertight::policy::ErrorKind;
@@ -1001,6 +1011,7 @@ async fn main() -> ExitCode {
     act_8().await;
     act_9().await;
     act_10().await;
+    act_11().await;
     code
 }
 
@@ -1997,5 +2008,125 @@ async fn act_10() {
         "  -> with one queue checkout waits behind the export calls that came first; with partitions \
          it gets back its 3 slots, which export had borrowed ({} borrowed), ahead of them",
         export.borrowed
+    );
+}
+
+// ---------------------------------------------------------------- act 11
+
+/// How many calls act 11 makes, each way.
+const HEDGE_CALLS: u64 = 90;
+
+/// A replica: 20 ms, except that replica 2 holds 1 in 10 of the requests
+/// it gets first (`i mod 30 = 2`) for 2 s.
+async fn replica(Path((n, i)): Path<(u64, u64)>, State(sent): State<Arc<AtomicUsize>>) -> String {
+    sent.fetch_add(1, SeqCst);
+    let hold = if n == 2 && i % 30 == 2 {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_millis(20)
+    };
+    tokio::time::sleep(hold).await;
+    format!("{n}")
+}
+
+fn p99(mut latencies: Vec<Duration>) -> Duration {
+    latencies.sort_unstable();
+    latencies[(latencies.len() * 99).div_ceil(100) - 1]
+}
+
+/// Act 11: a slow replica, called with and without hedging.
+async fn act_11() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let app = Router::new()
+        .route("/replica/{n}/{i}", get(replica))
+        .with_state(sent.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let base = format!("http://{}", listener.local_addr().expect("local address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("HTTP client");
+    let get = |i: u64, attempt: u64| {
+        let url = format!("{base}/replica/{}/{i}", (i + attempt) % 3);
+        let client = client.clone();
+        async move {
+            let r = async { client.get(&url).send().await?.text().await }.await;
+            r.map_err(|e| e.to_string())
+        }
+    };
+    let policy = || {
+        let config = PolicyConfig::builder(8)
+            .call_timeout(Duration::from_millis(300))
+            .build()
+            .expect("replicas policy");
+        Policy::<TokioClock>::new("replicas", config, TokioClock).expect("replicas policy")
+    };
+    header(
+        "Act 11: hedged requests — one replica of three slow 1 time in 10",
+        &format!(
+            "GET /replica/{{n}}/{{i}}: 20 ms, replica 2 holds 1 in 10 of its own requests 2 s; \
+             {HEDGE_CALLS} calls, call timeout 300 ms; then call_hedged at the p95 of the first run's latencies"
+        ),
+    );
+    let hedge = Hedge::new(
+        "replicas",
+        HedgeConfig::builder()
+            .delay(HedgeDelay::Percentile(Percentile::P95))
+            .min_samples(20)
+            .window(100)
+            .build()
+            .expect("hedge config"),
+    );
+
+    let plain = policy();
+    let mut latencies = Vec::new();
+    let mut timed_out = 0;
+    for i in 0..HEDGE_CALLS {
+        let start = Instant::now();
+        if plain.call(|| get(i, 0)).await.is_err() {
+            timed_out += 1;
+        }
+        latencies.push(start.elapsed());
+        // The plain run's latencies are the hedge's history.
+        hedge.histogram().record(start.elapsed());
+    }
+    let sent_plain = sent.swap(0, SeqCst);
+    println!(
+        "  Policy::call:         p99 {:>4} ms, {sent_plain} requests sent, {timed_out} cut by the call timeout",
+        ms(p99(latencies))
+    );
+
+    let hedged = policy();
+    let delay = hedge.delay().expect("the first run's samples");
+    let mut latencies = Vec::new();
+    let mut failed = 0;
+    for i in 0..HEDGE_CALLS {
+        let start = Instant::now();
+        let mut attempt = 0;
+        let r = hedged
+            .call_hedged(&hedge, || {
+                attempt += 1;
+                get(i, attempt - 1)
+            })
+            .await;
+        failed += usize::from(r.is_err());
+        latencies.push(start.elapsed());
+    }
+    let sent_hedged = sent.swap(0, SeqCst);
+    let m = hedge.metrics();
+    println!(
+        "  Policy::call_hedged:  p99 {:>4} ms, {sent_hedged} requests sent ({} extra: {} hedges won, {} lost), {failed} failed; delay {} ms",
+        ms(p99(latencies)),
+        sent_hedged.saturating_sub(HEDGE_CALLS as usize),
+        m.won,
+        m.lost,
+        ms(delay)
+    );
+    println!(
+        "  -> the requests that met the slow replica are answered by the next one after the \
+         p95 instead of at the call timeout; the hedges cost the extra requests above"
     );
 }

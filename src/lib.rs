@@ -35,8 +35,9 @@
 //! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
+//! | cut the tail of a replicated system's latency: a second request when the first is slow | [`Policy::call_hedged`] with a [`hedge::Hedge`] | idempotent calls only; the delay at a percentile of recent latencies, each attempt through the policy, a budget of its own; [`guide::hedging`] |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
-//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry) |
+//! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry), `HedgeLayer` |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
 //! Why that order in a [`Policy`]: the bulkhead first, so a call refused for
@@ -228,6 +229,7 @@ pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
 pub mod guide;
+pub mod hedge;
 pub mod limit;
 pub mod partition;
 pub mod policy;

@@ -60,6 +60,9 @@
 //! | `bulkhead_limit_window_rtt_seconds` | gauge | `system` | the average round trip of that window's successes; NaN without any |
 //! | `bulkhead_limit_window_max_in_flight` | gauge | `system` | the most calls in flight in that window |
 //! | `bulkhead_limit_changes_total` | counter | `system` | windows that changed the limit |
+//! | `hedges_total` | counter | `system`, `outcome` | hedged requests ([`HedgeExporter`], for a [`Hedge`](crate::hedge::Hedge)): `outcome` is `won`, `lost`, `not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker` or `not_sent_limited` |
+//! | `hedge_budget_tokens` | gauge | `system` | tokens left in the hedge budget |
+//! | `hedge_latency_seconds` | gauge | `system`, `quantile` | the hedge histogram's percentiles, `quantile` `0.5`, `0.95`, `0.99`, `0.999`; NaN without samples |
 //!
 //! The breaker's call numbers are **gauges of its window** (the last
 //! `window_size` outcomes), the very numbers it trips on — not totals: a
@@ -115,6 +118,10 @@ use crate::partition::PartitionedBulkhead;
 use crate::policy::Policy;
 use crate::rate::{RateLimiter, RateMetrics};
 use crate::throttle::{AdaptiveThrottle, ThrottleMetrics};
+
+#[path = "metrics_export/hedge.rs"]
+mod hedge;
+pub use hedge::{HedgeExporter, HEDGES_TOTAL, HEDGE_BUDGET_TOKENS, HEDGE_LATENCY_SECONDS};
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
 pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
@@ -246,6 +253,7 @@ pub const fn state_code(state: State) -> u8 {
 /// assert!(prometheus.render().contains("# HELP bulkhead_active_calls"));
 /// ```
 pub fn describe() {
+    hedge::describe();
     describe_counter!(
         THROTTLE_ADMITTED_TOTAL,
         Unit::Count,

@@ -2750,3 +2750,188 @@ mod pocket_cells {
         });
     }
 }
+
+/// The latency histogram's slot protocol (`watertight::hedge`): records
+/// take a sequence number, which names their window, and add to their
+/// bucket's slot for that window's parity, starting it afresh when it
+/// holds a window two back, giving up when a later window has it. Under
+/// loom the histogram has 16 buckets (0 to 15 ns, one each), so a read is
+/// a few steps. Checked:
+///
+/// - **once the records are done, a read sees exactly the samples of the
+///   current window and the one before**, whatever the interleaving — a
+///   record delayed past two windows lands in none of them, never in a
+///   later window's count;
+/// - **a read racing with records counts nothing twice and invents
+///   nothing**: at most as many samples as records started, at most two
+///   windows' worth, and a percentile that is one of the recorded values.
+mod latency_histogram {
+    use super::*;
+    use watertight::hedge::{LatencyHistogram, Percentile};
+
+    /// `per_thread` records of `ns` nanoseconds on each of two threads.
+    fn two_recorders(window: u32, per_thread: [&'static [u64]; 2]) -> Arc<LatencyHistogram> {
+        let h = Arc::new(LatencyHistogram::new(window));
+        let t = {
+            let h = h.clone();
+            thread::spawn(move || {
+                for ns in per_thread[1] {
+                    h.record(Duration::from_nanos(*ns));
+                }
+            })
+        };
+        for ns in per_thread[0] {
+            h.record(Duration::from_nanos(*ns));
+        }
+        t.join().unwrap();
+        h
+    }
+
+    #[test]
+    fn a_record_two_windows_late_is_not_counted() {
+        model(|| {
+            // Window 1, three records of one bucket: windows 0, 1, 2; 0 and
+            // 2 share the slot. Read after: windows 2 and 3, one sample.
+            let h = two_recorders(1, [&[5], &[5, 5]]);
+            assert_eq!(h.recorded(), 3);
+            assert_eq!(h.len(), 1);
+            assert_eq!(h.percentile(Percentile::P50), Some(Duration::from_nanos(5)));
+        });
+    }
+
+    #[test]
+    fn every_sample_of_the_two_windows_is_counted_once() {
+        model(|| {
+            // Window 2: windows 0, 0, 1; all three read.
+            let h = two_recorders(2, [&[3], &[3, 9]]);
+            assert_eq!(h.len(), 3);
+            assert_eq!(
+                h.percentile(Percentile::new(100.0).unwrap()),
+                Some(Duration::from_nanos(9))
+            );
+            assert_eq!(h.percentile(Percentile::P50), Some(Duration::from_nanos(3)));
+        });
+    }
+
+    #[test]
+    fn a_read_racing_with_records_invents_nothing() {
+        model(|| {
+            let h = Arc::new(LatencyHistogram::new(1));
+            let t = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.record(Duration::from_nanos(2));
+                    h.record(Duration::from_nanos(2));
+                })
+            };
+            h.record(Duration::from_nanos(7));
+            let len = h.len();
+            assert!(len <= 2, "{len} samples read, two windows of 1");
+            let p = h.percentile(Percentile::new(100.0).unwrap());
+            let recorded = [
+                None,
+                Some(Duration::from_nanos(2)),
+                Some(Duration::from_nanos(7)),
+            ];
+            assert!(recorded.contains(&p), "{p:?}");
+            t.join().unwrap();
+        });
+    }
+}
+
+/// The hedge budget: a token bucket in one atomic word. Checked: **no
+/// token is spent twice** (of callers racing for the last token, exactly
+/// one gets it) and **refunds and refills are never lost** against a
+/// concurrent spend (the count once all have joined is the same in every
+/// interleaving).
+mod hedge_budget {
+    use super::*;
+    use watertight::hedge::{HedgeBudget, HedgeConfig};
+
+    #[test]
+    fn racing_hedges_share_the_last_token() {
+        model(|| {
+            let config = HedgeConfig::builder().budget(1, 50.0).build().unwrap();
+            let budget = Arc::new(HedgeBudget::new(&config));
+            let sent = Arc::new(AtomicUsize::new(0));
+            let t = {
+                let (budget, sent) = (budget.clone(), sent.clone());
+                thread::spawn(move || {
+                    if budget.try_spend() {
+                        sent.fetch_add(1, SeqCst);
+                    }
+                })
+            };
+            if budget.try_spend() {
+                sent.fetch_add(1, SeqCst);
+            }
+            t.join().unwrap();
+            assert_eq!(sent.load(SeqCst), 1);
+            assert_eq!(budget.tokens(), 0.0);
+        });
+    }
+
+    #[test]
+    fn refunds_and_refills_are_not_lost() {
+        model(|| {
+            // 2 tokens, 50 %: one spent and refunded (not sent after all)
+            // while another call spends one and succeeds.
+            let config = HedgeConfig::builder().budget(2, 50.0).build().unwrap();
+            let budget = Arc::new(HedgeBudget::new(&config));
+            let t = {
+                let budget = budget.clone();
+                thread::spawn(move || {
+                    assert!(budget.try_spend());
+                    budget.refund();
+                })
+            };
+            assert!(budget.try_spend());
+            budget.succeeded();
+            t.join().unwrap();
+            assert_eq!(budget.tokens(), 1.5);
+        });
+    }
+}
+
+/// The hedge's kept percentile delay: one word holding the delay and the
+/// refresh period it was read in. Checked: **a delay read racing with
+/// records is one the histogram could give** (one of the recorded
+/// latencies' buckets, never a torn or invented value), and **once the
+/// next period starts the kept value is read again**, so a stale one (read
+/// while a record was still landing) does not outlive its period.
+mod hedge_delay {
+    use super::*;
+    use watertight::hedge::{Hedge, HedgeConfig, HedgeDelay, Percentile};
+
+    #[test]
+    fn a_kept_delay_lasts_one_period() {
+        model(|| {
+            // Window 16: a period of one record; the largest sample.
+            let top = Percentile::new(100.0).unwrap();
+            let config = HedgeConfig::builder()
+                .delay(HedgeDelay::Percentile(top))
+                .min_samples(1)
+                .window(16)
+                .build()
+                .unwrap();
+            let hedge = Arc::new(Hedge::new("loom", config));
+            let seen = [Duration::from_nanos(5), Duration::from_nanos(9)];
+            let t = {
+                let hedge = hedge.clone();
+                thread::spawn(move || {
+                    hedge.histogram().record(Duration::from_nanos(5));
+                    hedge.delay()
+                })
+            };
+            hedge.histogram().record(Duration::from_nanos(9));
+            let mine = hedge.delay();
+            let theirs = t.join().unwrap();
+            for d in [mine, theirs] {
+                assert!(d.is_some_and(|d| seen.contains(&d)), "{d:?}");
+            }
+            hedge.histogram().record(Duration::from_nanos(3));
+            assert_eq!(hedge.delay(), hedge.histogram().percentile(top));
+            assert_eq!(hedge.delay(), Some(Duration::from_nanos(9)));
+        });
+    }
+}

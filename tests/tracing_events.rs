@@ -16,6 +16,7 @@
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
 //! | adaptive limit change | INFO | `watertight::limit::adaptive` | `system`, `from`, `to`, and the window's `successes`, `avg_rtt_us`, `dropped`, `timed_out` |
+//! | hedge not sent | DEBUG | `watertight::hedge` | `system`, `outcome` (`not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker`, `not_sent_limited`); after the refusing layer's own event, if a layer refused |
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
 //! nothing of its own (a timed-out one emits the policy's timeout event
@@ -788,4 +789,80 @@ fn one_event_per_partition_refusal_naming_the_class_after_its_rooms() {
         .iter()
         .filter(|e| e.target == "watertight::partition");
     assert_eq!(partition.count(), counted);
+}
+
+#[test]
+fn one_event_per_hedge_not_sent_after_the_refusing_layers() {
+    use watertight::clock::{Clock, Timer};
+    use watertight::hedge::{Hedge, HedgeConfig, HedgeDelay};
+
+    let clock = ManualClock::new();
+    // One slot: the first attempt holds it, so its hedge finds it full.
+    let config = PolicyConfig::builder(1)
+        .max_wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let p: Policy<_> = Policy::new("search", config, &clock).unwrap();
+    let hedge = Hedge::new(
+        "search",
+        HedgeConfig::builder()
+            .delay(HedgeDelay::Fixed(Duration::from_millis(10)))
+            .budget(1, 10.0)
+            .build()
+            .unwrap(),
+    );
+    let slow = || async {
+        (&clock)
+            .sleep_until(clock.now() + Duration::from_millis(30))
+            .await;
+        Ok::<_, ()>(())
+    };
+    let hedged = |p: &Policy<&ManualClock>| {
+        let call = p.call_hedged(&hedge, slow).into_future();
+        let mut call = pin!(call);
+        loop {
+            if let Some(r) = block_on(poll_once(call.as_mut())) {
+                return r;
+            }
+            clock.advance(Duration::from_millis(1));
+        }
+    };
+    let (r, events) = capture(|| hedged(&p));
+    assert_eq!(r, Ok(()));
+    let got: Vec<_> = events
+        .iter()
+        .map(|e| (e.level, e.target.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Level::DEBUG, "watertight::bulkhead"),
+            (Level::DEBUG, "watertight::hedge")
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(
+        summary(&events[1..]),
+        [pairs(&[
+            ("outcome", "not_sent_bulkhead"),
+            ("system", "search")
+        ])]
+    );
+
+    // Room for it, but the budget's one token spent first: the hedge's
+    // event alone.
+    let roomy: Policy<_> =
+        Policy::new("search", PolicyConfig::builder(4).build().unwrap(), &clock).unwrap();
+    assert!(hedge.budget().try_spend());
+    let (r, events) = capture(|| hedged(&roomy));
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        summary(&events),
+        [pairs(&[
+            ("outcome", "not_sent_budget"),
+            ("system", "search")
+        ])],
+        "{events:#?}"
+    );
+    assert_eq!(events[0].target, "watertight::hedge");
 }

@@ -79,7 +79,7 @@
 //!   demand and takes its new share, max-min fair, never summing past the
 //!   limit, shrinking only as calls end. What it trades: a share can sit
 //!   idle up to one refresh while another process waits. The details and
-//!   the measured figures: [the module](crate::redis#leased-shares).
+//!   the measured figures: the `redis` module, section *Leased shares*.
 //!
 //!   ```no_run
 //!   use core::time::Duration;

@@ -8,9 +8,10 @@
 //!
 //! | page | what it covers |
 //! |---|---|
-//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its ten acts with its output |
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its eleven acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
+//! | [`hedging`] | hedged requests: when to hedge, what each attempt goes through, the latency histogram and the budget, the tail-latency simulation beside tower's `Hedge` |
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
 //! | [`rate`] | rate limits: GCRA in one word, waits without a queue, keyed limits in a fixed table, memory per key |
@@ -31,6 +32,7 @@ pub mod breaker;
 pub mod features;
 pub mod firmware;
 pub mod global;
+pub mod hedging;
 pub mod overload;
 pub mod policy;
 pub mod rate;

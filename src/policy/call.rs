@@ -262,6 +262,9 @@ pin_project_lite::pin_project! {
         budget: Option<Instant>,
         dispatch: D,
         stage: Stage,
+        // Whether a full bulkhead is waited on (`max_wait`) or refuses at
+        // once (a hedge: `without_slot_wait`).
+        wait: bool,
         // A wait for a slot (idle until one is needed) and its deadline.
         #[pin]
         waiter: Waiter,
@@ -297,6 +300,13 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
         self.project().dispatch
     }
 
+    /// A full bulkhead refuses this call at once instead of letting it
+    /// wait `max_wait` (a hedge, which is worth sending only now).
+    pub(crate) fn without_slot_wait(mut self) -> Self {
+        self.wait = false;
+        self
+    }
+
     pub(crate) fn new(policy: R, budget: Option<Instant>, dispatch: D, classify: K) -> Self {
         PolicyCall {
             slot: Slot {
@@ -307,6 +317,7 @@ impl<R: Handle, D: Dispatch, K> PolicyCall<R, D, K> {
             budget,
             dispatch,
             stage: Stage::Start,
+            wait: true,
             waiter: Waiter::new(1),
             slot_deadline: Instant::ZERO,
             slot_sleep: None,
@@ -448,6 +459,7 @@ fn admit<R: Handle, D: Dispatch, K, E>(
         ..
     } = this.slot.policy.parts();
     let budget = *this.budget;
+    let max_wait = if *this.wait { max_wait } else { Duration::ZERO };
     if *this.stage == Stage::Start {
         // Throttle, outermost, once per attempt: a local refusal costs no
         // cell and no slot. Without one, this is one branch.

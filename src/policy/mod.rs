@@ -40,6 +40,7 @@ use crate::throttle::AdaptiveThrottle;
 mod call;
 mod config;
 mod error;
+mod hedge;
 mod retry;
 
 // For the tower services, which start and judge calls their own way.
@@ -50,6 +51,9 @@ pub use config::{
     PolicyConfig, PolicyConfigBuilder, PolicyConfigError, PolicyField, LONGEST_USUAL_MAX_WAIT,
 };
 pub use error::{Error, ErrorKind};
+#[cfg(feature = "tower")]
+pub(crate) use hedge::Relend;
+pub use hedge::{HedgedCall, Hedging, MakeEach};
 pub use retry::{MakeMut, NoHint, RetryCall, RetryHint, RetryMetrics, Retrying};
 
 /// Bulkhead, breaker and deadline for one external system, in this order:

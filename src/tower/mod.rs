@@ -13,6 +13,7 @@
 //! | [`BreakerLayer`] | [`BreakerService`] | [`BreakerError::Rejected`] with the [`Rejection`] |
 //! | [`PolicyLayer`] | [`PolicyService`] | [`policy::Error`] |
 //! | [`PolicyLayer::idempotent`] | [`IdempotentPolicyService`] | [`policy::Error`], after the retries |
+//! | [`HedgeLayer`] | [`HedgeService`] | [`policy::Error`]: the first attempt's refusal, or the last attempt's error when none answered; a clone of the request sent again through the policy when the first is slow ([`Policy::call_hedged`](crate::Policy::call_hedged)) |
 //! | [`AdaptiveLayer`] | [`AdaptiveService`] | [`BulkheadError::Rejected`]; the limit moved by an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead) |
 //! | [`PartitionLayer`] | [`PartitionService`] | [`PartitionServiceError::Rejected`] with the request's class and the [`AcquireError`]; the class chosen by a function of the request, each class with its share of a [`PartitionedBulkhead`](crate::partition::PartitionedBulkhead) |
 //! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
@@ -28,7 +29,7 @@
 //! no `Buffer` ([why in `call`](RateLimitLayer#cells-are-taken-in-call-not-in-poll_ready)).
 //!
 //! The response futures are named types, [`BulkheadFuture`],
-//! [`PartitionFuture`], [`BreakerFuture`], [`PolicyFuture`], [`IdempotentPolicyFuture`],
+//! [`PartitionFuture`], [`BreakerFuture`], [`PolicyFuture`], [`IdempotentPolicyFuture`], [`HedgeFuture`],
 //! [`RateLimitFuture`] and [`RateLimitWaitFuture`], and
 //! a call allocates nothing, a wait for a slot included (the future holds
 //! its queue node). All are `Send` when the inner service and its future
@@ -78,6 +79,7 @@ mod classify;
 mod global_bulkhead;
 #[cfg(feature = "redis")]
 mod global_rate;
+mod hedge;
 mod partition;
 mod policy;
 mod rate;
@@ -100,6 +102,7 @@ pub use global_bulkhead::{
 pub use global_rate::{
     GlobalRateLimitError, GlobalRateLimitFuture, GlobalRateLimitLayer, GlobalRateLimitService,
 };
+pub use hedge::{HedgeFuture, HedgeLayer, HedgeService, ServiceHedge};
 pub use partition::{PartitionFuture, PartitionLayer, PartitionService, PartitionServiceError};
 pub use policy::{PolicyFuture, PolicyLayer, PolicyService};
 pub use rate::{
