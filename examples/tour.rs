@@ -6,7 +6,7 @@
 //! middleware and as Prometheus metrics, retries within the budget, a
 //! rate limit both ways, and classes of callers with guaranteed shares.
 //!
-//! Run: `cargo run --example tour --features tokio,tower,metrics`
+//! Run: `cargo run --example tour --features tokio,tower,metrics,http`
 //!
 //! The program starts a small axum server on `127.0.0.1` (a random free
 //! port, loopback only) with two endpoints, then calls them with one shared
@@ -142,10 +142,22 @@
 //! one queue, the export calls that came first; with partitions, checkout
 //! gets its 3 back, ahead of the export calls that waited longer. Counts,
 //! not times: every step waits for the server's own counters.
+//!
+//! Act 11 is the request budget across three services (feature `http`;
+//! skipped with one line without it): A → B → C on loopback, A with
+//! 300 ms, C with a 1 s job in 10 ms steps that checks its `Deadline`
+//! before each. With `OutboundDeadlineLayer` (what is left minus a 25 ms
+//! margin, in `x-request-timeout-ms`) and `InboundDeadlineLayer` on each
+//! hop, C stops before A's 300 ms are up; with the header off, A gives up
+//! just the same and C works its full second for nobody
+//! (`examples/tour/hops.rs`).
 
 #[cfg(feature = "redis")]
 #[path = "global_limit/demo.rs"]
 mod global_limit;
+#[cfg(feature = "http")]
+#[path = "tour/hops.rs"]
+mod hops;
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -1001,7 +1013,41 @@ async fn main() -> ExitCode {
     act_8().await;
     act_9().await;
     act_10().await;
+    act_11().await;
     code
+}
+
+/// Act 11: the request budget across three hops.
+#[cfg(feature = "http")]
+async fn act_11() {
+    header(
+        "Act 11: the budget travels — A (300 ms) → B → C (a 1 s job), over loopback HTTP",
+        &format!(
+            "x-request-timeout-ms set by OutboundDeadlineLayer (what is left minus a {} ms margin), \
+             read by InboundDeadlineLayer (each server's own maximum 10 s); C checks its \
+             Deadline before each 10 ms step of its job",
+            hops::MARGIN.as_millis()
+        ),
+    );
+    let with = hops::run(true).await;
+    hops::print("with the header:", &with);
+    let without = hops::run(false).await;
+    hops::print("header off:", &without);
+    println!(
+        "  -> with the header C stops before A's {} ms are up and nobody works for a caller who has gone; \
+         without it A gives up just the same, and C works its full second for nobody",
+        hops::BUDGET.as_millis()
+    );
+}
+
+/// Act 11 without the `http` feature: one line.
+#[cfg(not(feature = "http"))]
+async fn act_11() {
+    println!();
+    println!(
+        "== Act 11: the budget travels across three hops: skipped, it needs the http feature \
+         (--features tokio,tower,metrics,http)"
+    );
 }
 
 /// Act 7: one limit across processes, on Redis.

@@ -35,6 +35,7 @@
 //! | stop calling a system that is failing or slowly dying, and tell callers when to come back | [`CircuitBreaker::call`] / [`CircuitBreaker::try_acquire`] | count window, failure-rate and slow-call thresholds, `retry_after` hint |
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
+//! | carry that budget to the next service, so it stops when the caller has given up | [`deadline::wire`], and the `tower` layers `InboundDeadlineLayer` / `OutboundDeadlineLayer` (`http` feature) | `grpc-timeout` or a milliseconds header, what is left minus a network margin; a request with too little left is refused at admission ([guide](guide::deadline)) |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
 //! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry) |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |

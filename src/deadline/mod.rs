@@ -18,7 +18,8 @@
 //! next service starts its own `Deadline` from its caller's budget instead
 //! of a fresh one; the tower layers that do it for HTTP and gRPC services
 //! and clients are `watertight::tower::InboundDeadlineLayer` and
-//! `OutboundDeadlineLayer` (feature `http`).
+//! `OutboundDeadlineLayer` (feature `http`); [the guide](crate::guide::deadline)
+//! explains the header, the network margin and refusal at admission.
 
 use core::fmt;
 use core::future::Future;

@@ -8,8 +8,9 @@
 //!
 //! | page | what it covers |
 //! |---|---|
-//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its ten acts with its output |
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its eleven acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
+//! | [`deadline`] | deadlines across the wire: the budget header (`grpc-timeout`, milliseconds), which way values round, the network margin, admission refusal, the inbound and outbound tower layers |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
@@ -28,6 +29,7 @@
 pub mod adaptive;
 pub mod benchmarks;
 pub mod breaker;
+pub mod deadline;
 pub mod features;
 pub mod firmware;
 pub mod global;
