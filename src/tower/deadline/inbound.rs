@@ -192,7 +192,7 @@ impl<C> InboundDeadlineLayer<C> {
     /// Deadlines on `clock`, each request given at most `max` (the
     /// server's own budget, also what a request without the header gets);
     /// the header is [`BudgetHeader::millis`]; every non-zero budget is
-    /// admitted.
+    /// admitted (so a `max` of zero refuses every request).
     ///
     /// # Examples
     ///

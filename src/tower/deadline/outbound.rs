@@ -124,7 +124,12 @@ impl<E: core::error::Error + 'static> core::error::Error for OutboundDeadlineErr
 ///   is set to `left − margin` (rounded down, replacing any value), and
 ///   the call is dropped when the deadline — not the header's, the
 ///   caller's own — passes ([`OutboundDeadlineError::Elapsed`]);
-/// - **without one**: passed through untouched, no header, no cut.
+/// - **without one**: passed through untouched, no header, no cut. The
+///   extension is found by its type: a `Deadline` of another clock than
+///   the layer's `C` is not seen (`OutboundDeadlineLayer::<TokioClock>`
+///   finds a `Deadline<TokioClock>`, which is what the
+///   [`InboundDeadlineLayer`](super::InboundDeadlineLayer) on `TokioClock`
+///   makes).
 ///
 /// The margin is what the request spends between this `call` and the
 /// callee's reading of the header: connection set-up, the network each
