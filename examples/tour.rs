@@ -6,7 +6,7 @@
 //! middleware and as Prometheus metrics, retries within the budget, a
 //! rate limit both ways, and classes of callers with guaranteed shares.
 //!
-//! Run: `cargo run --example tour --features tokio,tower,metrics`
+//! Run: `cargo run --example tour --features tokio,tower,metrics,http`
 //!
 //! The program starts a small axum server on `127.0.0.1` (a random free
 //! port, loopback only) with two endpoints, then calls them with one shared
@@ -151,10 +151,22 @@
 //! `LatencyHistogram`; then through `Policy::call_hedged` with the delay at
 //! that histogram's 95th percentile, a hedge going to the next replica.
 //! It prints the p99 of each and the extra requests the hedges cost.
+//!
+//! Act 12 is the request budget across three services (feature `http`;
+//! skipped with one line without it): A → B → C on loopback, A with
+//! 300 ms, C with a 1 s job in 10 ms steps that checks its `Deadline`
+//! before each. With `OutboundDeadlineLayer` (what is left minus a 25 ms
+//! margin, in `x-request-timeout-ms`) and `InboundDeadlineLayer` on each
+//! hop, C stops before A's 300 ms are up; with the header off, A gives up
+//! just the same and C works its full second for nobody
+//! (`examples/tour/hops.rs`).
 
 #[cfg(feature = "redis")]
 #[path = "global_limit/demo.rs"]
 mod global_limit;
+#[cfg(feature = "http")]
+#[path = "tour/hops.rs"]
+mod hops;
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -1012,7 +1024,41 @@ async fn main() -> ExitCode {
     act_9().await;
     act_10().await;
     act_11().await;
+    act_12().await;
     code
+}
+
+/// Act 12: the request budget across three hops.
+#[cfg(feature = "http")]
+async fn act_12() {
+    header(
+        "Act 12: the budget travels — A (300 ms) → B → C (a 1 s job), over loopback HTTP",
+        &format!(
+            "x-request-timeout-ms set by OutboundDeadlineLayer (what is left minus a {} ms margin), \
+             read by InboundDeadlineLayer (each server's own maximum 10 s); C checks its \
+             Deadline before each 10 ms step of its job",
+            hops::MARGIN.as_millis()
+        ),
+    );
+    let with = hops::run(true).await;
+    hops::print("with the header:", &with);
+    let without = hops::run(false).await;
+    hops::print("header off:", &without);
+    println!(
+        "  -> with the header C stops before A's {} ms are up and nobody works for a caller who has gone; \
+         without it A gives up just the same, and C works its full second for nobody",
+        hops::BUDGET.as_millis()
+    );
+}
+
+/// Act 12 without the `http` feature: one line.
+#[cfg(not(feature = "http"))]
+async fn act_12() {
+    println!();
+    println!(
+        "== Act 12: the budget travels across three hops: skipped, it needs the http feature \
+         (--features tokio,tower,metrics,http)"
+    );
 }
 
 /// Act 7: one limit across processes, on Redis.

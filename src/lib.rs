@@ -36,6 +36,7 @@
 //! | bound one call in time | [`deadline::timeout`] | drops the call the moment time runs out |
 //! | bound a whole request across several calls | [`deadline::Deadline`], [`Policy::call_within`] | a child budget never outlives its parent |
 //! | cut the tail of a replicated system's latency: a second request when the first is slow | [`Policy::call_hedged`] with a [`hedge::Hedge`] | idempotent calls only; the delay at a percentile of recent latencies, each attempt through the policy, a budget of its own; [`guide::hedging`] |
+//! | carry that budget to the next service, so it stops when the caller has given up | [`deadline::wire`], and the `tower` layers `InboundDeadlineLayer` / `OutboundDeadlineLayer` (`http` feature) | `grpc-timeout` or a milliseconds header, what is left minus a network margin; a request with too little left is refused at admission ([guide](guide::deadline)) |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
 //! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry), `HedgeLayer` |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |

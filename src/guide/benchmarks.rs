@@ -16,7 +16,8 @@
 //! [the global bulkhead on Redis](#the-global-bulkhead-on-redis) (and
 //! [the global rate limiter](#the-global-rate-limiter-on-redis)),
 //! [rate limiter](#rate-limiter) (beside governor),
-//! [the rate limit layer](#the-rate-limit-layer-beside-towers-ratelimit).
+//! [the rate limit layer](#the-rate-limit-layer-beside-towers-ratelimit),
+//! [deadlines across the wire](#deadlines-across-the-wire).
 //!
 //! # Bulkhead
 //!
@@ -920,3 +921,47 @@
 //!   exactly what keeps it from being `Clone`. Ours pays one
 //!   compare-and-swap of the limiter's word and a relaxed counter, and holds
 //!   the limit across every clone (`tests/rate_http.rs`).
+//!
+//! # Deadlines across the wire
+//!
+//! `benches/deadline_http.rs` (`cargo bench --bench deadline_http
+//! --features http,tokio -- --warm-up-time 1 --measurement-time 3`, about
+//! 2 minutes with the build; it prints the table itself after criterion's
+//! groups): the budget's two layers — `OutboundDeadlineLayer` on a reqwest
+//! client (an `http::Request` converted, as a tower client would), and
+//! `InboundDeadlineLayer` on an axum route — against an empty axum
+//! handler's round trip on 127.0.0.1 in the same run, the server on a
+//! runtime of its own, keep-alive. Medians of 11 interleaved rounds (2 000
+//! round trips, 200 000 layer calls each), on the shared 2-core machine,
+//! load average 4.5–5.6:
+//!
+//! | what | per request | of the plain round trip |
+//! |---|---|---|
+//! | plain round trip | 45.2 µs | 100 % |
+//! | both layers, round trip | 47.6 µs | 105.4 % |
+//! | client's layer only | 46.6 µs | 103.2 % |
+//! | server's layer only | 45.5 µs | 100.7 % |
+//! | plain round trip inside `tokio::time::timeout`, no layer | 43.7 µs | 96.7 % |
+//! | outbound layer's own work (net of building the request, 362 ns) | 546 ns | 1.21 % |
+//! | inbound layer's own work (net of building the request, 577 ns) | 303 ns | 0.67 % |
+//! | **both layers' own work** | **849 ns** | **1.88 %** (target ≤ 2 %) |
+//!
+//! How to read it:
+//!
+//! - The figure held to the target is the last: what the two layers do per
+//!   request (read the extension, two clock reads, format and insert the
+//!   header — `http::HeaderValue` owns its bytes, one small allocation —
+//!   and on the server parse it, start the `Deadline` and insert it into
+//!   the extensions, the map's allocations included; build each side's
+//!   timeout), measured around a ready inner service so that the network
+//!   is not in it. Two earlier runs: 1.75 % and 1.93 %.
+//! - The round trips themselves differ by less than their noise: the
+//!   trip inside `tokio::time::timeout` — the plain one *plus* a timer —
+//!   came out 3 % faster than the plain one. Criterion's own round-trip
+//!   groups are noisier still on this machine (confidence intervals of
+//!   ±30 %; the layered group, run second, has read 40 µs alone and
+//!   100–150 µs after the plain one), which is why the table interleaves.
+//! - When the inner call is pending (every real one), the local cut
+//!   registers a tokio timer on first poll and removes it at the end, as
+//!   any timeout does; that part is in the round trips, not in the layers'
+//!   own figure, and within the noise above.

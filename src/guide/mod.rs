@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its eleven acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
+//! | [`deadline`] | deadlines across the wire: the budget header (`grpc-timeout`, milliseconds), which way values round, the network margin, admission refusal, the inbound and outbound tower layers |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |
 //! | [`hedging`] | hedged requests: when to hedge, what each attempt goes through, the latency histogram and the budget, the tail-latency simulation beside tower's `Hedge` |
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
@@ -29,6 +30,7 @@
 pub mod adaptive;
 pub mod benchmarks;
 pub mod breaker;
+pub mod deadline;
 pub mod features;
 pub mod firmware;
 pub mod global;

@@ -38,6 +38,7 @@
 //! | a policy call dropped while waiting for a slot, while running, as a half-open probe, before its first poll, during a retry backoff | `tests/policy.rs` (`cancelling_*`), `tests/policy_retry.rs`, the soak | the slot comes back, the probe slot is freed, nothing is recorded |
 //! | clock jumps on `ManualClock`: past deadlines, the end of an open wait, the half-open limit, ± 1 ms at each | `tests/breaker_model.rs`, `tests/bulkhead_model.rs`, the `breaker` and `bulkhead` fuzz targets, the soak (jumps while tasks run) | exactly what the sequential reference does, step for step |
 //! | a clock that goes backwards; a clock at the end of time (`u64::MAX` ns) | `tests/clock_faults.rs` | no panic, no overflow; an open breaker reads its wait as over and admits its half-open probes, no more; a budget has what the clock says is left, never less than zero; every permit comes back |
+//! | hostile budget headers (`grpc-timeout`, milliseconds): empty, negative, a decimal point, white space, 9 digits, no unit or an unknown one, past `u64::MAX`, any bytes | `deadline::wire`'s unit tests, `tests/deadline_wire.rs` (proptest), the `wire` fuzz target | a typed `ParseError`, or a value that is sent on as itself; what the sender writes never reads back as more than it had |
 //! | absurd configs: capacity 0 or above `MAX_PERMITS`, `minimum_calls` above the window, thresholds of 0, above 100 or written as fractions, zero probes, a zero open duration or call timeout, a window above the compile-time capacity, a slot wait above 1 s | `tests/bulkhead.rs`, `tests/breaker.rs`, `tests/policy.rs`, `tests/serde_config.rs` | a typed error naming the field; never clamped |
 //! | hostile config strings, as JSON and as environment variables: wrong types, overflowing or negative durations, `NaN`, unknown keys, partition shares of the wrong count or not adding up, any bytes | the `config` fuzz target, `tests/serde_config.rs` | a typed error whose message names the field, or a config that the constructors accept and that works (partition shares: a bulkhead whose capacity is the sum of its shares) |
 //! | a request above the capacity; resizes up and down under load; `forget`; `close` with waiters, and a fresh instance in its place | `tests/bulkhead.rs`, the model tests, the soak | an error at once, never a wait; resizing never blocks (waiters above the new capacity fail); close fails every waiter with `Closed`; in flight never above the largest capacity set |
@@ -86,7 +87,7 @@
 //! # Fuzzing
 //!
 //! `fuzz/` (its own workspace; `cargo +nightly fuzz run
-//! <target>`) has three targets: `breaker` and `bulkhead` drive the real type
+//! <target>`) has these targets, among others: `breaker` and `bulkhead` drive the real type
 //! and the sequential reference of the model tests (`tests/model/`, shared by
 //! both) with the fuzzer's bytes; `config` feeds `BreakerConfig` and
 //! `PolicyConfig` hostile JSON and environment variables. The corpus kept in
@@ -95,3 +96,6 @@
 //! executions of each differential target (a case is up to 256 steps) and
 //! 1.1–1.7 million configs. 150 s of each found nothing: 230,216 breaker
 //! cases, 152,217 bulkhead cases, 4,953,550 configs.
+//! `wire` feeds the budget header parser (`deadline::wire`) any bytes in
+//! both formats, and the encoder any duration: about 100,000 inputs a
+//! second (1,655,804 in 16 s here), from 10 hand-written header values.

@@ -3,10 +3,10 @@
 //! # Run it
 //!
 //! ```sh
-//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget, a rate limit both ways, classes of callers with guaranteed shares and hedged requests on real loopback HTTP (axum + reqwest); about 10 s, after a first build of under 90 s
-//! cargo run --example tour --features tokio,tower,metrics
+//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget, a rate limit both ways, classes of callers with guaranteed shares, hedged requests and a budget that travels across three services on real loopback HTTP (axum + reqwest); about 12 s, after a first build of under 90 s
+//! cargo run --example tour --features tokio,tower,metrics,http
 //! # ... and act 7, one limit across processes on Redis (rustc 1.88, redis-server on PATH)
-//! cargo run --example tour --features tokio,tower,metrics,redis
+//! cargo run --example tour --features tokio,tower,metrics,http,redis
 //! ```
 //!
 //! `cargo run --example bulkhead --features tokio` and
@@ -260,3 +260,31 @@
 //! `tests/hedge_http.rs` asserts the counts over HTTP (which calls time
 //! out, that the hedges answer them, the breaker's window free of
 //! failures), never the milliseconds.
+//!
+//! **Act 12: the budget travels** ([`deadline::wire`](crate::deadline::wire),
+//! `tower::InboundDeadlineLayer`, `tower::OutboundDeadlineLayer`; feature
+//! `http`, the act is skipped with one line without it). Three services on
+//! loopback: A (the tour's client) → B (an axum server that calls C) → C
+//! (an axum server whose job takes a second, in 10 ms steps, run in a task
+//! of its own so that only its budget stops it: closing the connection
+//! would not). A has 300 ms. With the layers, each sender writes what is
+//! left minus a 25 ms margin into `x-request-timeout-ms`, each server
+//! starts its handler's `Deadline` from it (capped by its own 10 s) and C
+//! checks that deadline before each step. Then the same with the header
+//! off: A still gives up at 300 ms, and B and C each get their own 10 s.
+//! The milliseconds are measured:
+//!
+//! ```text
+//! == Act 12: the budget travels — A (300 ms) → B → C (a 1 s job), over loopback HTTP
+//!   with the header: A: 504                          after  251 ms | B got   273 ms | C got   247 ms, ran  23 of 100 steps, stopped by its budget at 251 ms
+//!   header off:      A: gave up (its own deadline)   after  301 ms | B got  9999 ms | C got  9999 ms, ran 100 of 100 steps, finished its job at 1131 ms
+//!   -> with the header C stops before A's 300 ms are up and nobody works for a caller who has gone; without it A gives up just the same, and C works its full second for nobody
+//! ```
+//!
+//! B's budget is A's 300 ms less the margin and the time on the way; C's is
+//! B's less the same again. `tests/deadline_http.rs` asserts the same three
+//! hops: C stops before A's deadline, no step of C's job and no work of B
+//! starts after it, A has its error well under a second, and without the
+//! header C does all 100 steps, most of them after A gave up. Why the
+//! header, the margin and admission refusal: [the deadline
+//! guide](super::deadline).

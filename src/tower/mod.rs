@@ -19,6 +19,8 @@
 //! | [`RateLimitLayer`] | [`RateLimitService`] | [`RateLimitError::Limited`] with its `retry_after`, at once ([`FailFast`]) or when the cells would not conform within the max wait ([`MaxWait`]) |
 //! | `GlobalBulkheadLayer` (feature `redis`) | `GlobalBulkheadService` | `GlobalBulkheadError::Refused` with the `GlobalError` of a limit shared by every process on one Redis (per call or leased shares) |
 //! | `GlobalRateLimitLayer` (feature `redis`) | `GlobalRateLimitService` | `GlobalRateLimitError::Refused` with the `retry_after` of a rate shared by every process on one Redis, per client key (a function of the request) |
+//! | `InboundDeadlineLayer` (feature `http`) | `InboundDeadline` | `InboundDeadlineError::Refused` at admission when the caller's budget (its `grpc-timeout` or milliseconds header, capped by the server's maximum) is below the minimum cost; `Elapsed` when the handler reaches the deadline, which it finds in the request's extensions |
+//! | `OutboundDeadlineLayer` (feature `http`) | `OutboundDeadline` | `OutboundDeadlineError::Expired` (not sent) when the request's `Deadline` has no more than the margin left; otherwise the header says what is left minus the margin, and `Elapsed` cuts the call at the deadline |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
@@ -75,6 +77,8 @@ mod adaptive;
 mod breaker;
 mod bulkhead;
 mod classify;
+#[cfg(feature = "http")]
+mod deadline;
 #[cfg(feature = "redis")]
 mod global_bulkhead;
 #[cfg(feature = "redis")]
@@ -92,6 +96,13 @@ pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
 pub use classify::{Classify, ErrIsFailure};
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use deadline::{
+    BudgetHeader, InboundDeadline, InboundDeadlineError, InboundDeadlineFuture,
+    InboundDeadlineLayer, OutboundDeadline, OutboundDeadlineError, OutboundDeadlineFuture,
+    OutboundDeadlineLayer,
+};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use global_bulkhead::{

@@ -12,6 +12,14 @@
 //! Nothing here spawns or needs an executor or `std`: time comes from the
 //! [`Timer`] type parameter (tokio, async-io, embassy, or a
 //! [`ManualClock`](crate::clock::ManualClock) in tests).
+//!
+//! Across the wire, [`wire`] writes what is left of a `Deadline` into a
+//! header (`grpc-timeout`, or plain milliseconds) and reads it back, so the
+//! next service starts its own `Deadline` from its caller's budget instead
+//! of a fresh one; the tower layers that do it for HTTP and gRPC services
+//! and clients are `watertight::tower::InboundDeadlineLayer` and
+//! `OutboundDeadlineLayer` (feature `http`); [the guide](crate::guide::deadline)
+//! explains the header, the network margin and refusal at admission.
 
 use core::fmt;
 use core::future::Future;
@@ -20,6 +28,8 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::clock::{Clock, Instant, Timer};
+
+pub mod wire;
 
 /// Runs `future` for at most `duration` by `timer`'s clock.
 ///
