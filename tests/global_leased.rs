@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use global::{child, lines, next_report, output, report, runtime, Marks};
+use global::{child, lines, next_report, output, report, role, runtime, Marks};
 use redis_server::RedisServer;
 use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError, Mode, StoreFailure};
 
@@ -36,12 +36,23 @@ fn leased(limit: u32) -> watertight::redis::GlobalConfigBuilder {
         .leased(Duration::from_millis(200))
 }
 
+/// The holders' limit and its rivals': leased, a limit of 5, a lease of
+/// 1 s (a dead holder's share comes back within it).
+fn holder_config() -> GlobalConfig {
+    leased(5).lease(Duration::from_secs(1)).build().unwrap()
+}
+
 /// The recorded shares in Redis, by process.
 fn shares(server: &RedisServer) -> HashMap<String, u64> {
     redis::cmd("HGETALL")
         .arg(SHARES)
         .query(&mut server.connection())
         .unwrap()
+}
+
+/// The recorded shares in Redis, summed over the processes.
+fn shared(server: &RedisServer) -> u64 {
+    shares(server).values().sum()
 }
 
 /// Polls `f` until it holds, for at most `limit`.
@@ -200,13 +211,13 @@ fn two_sharers_split_the_limit_fairly_and_never_pass_it() {
         tasks.extend(busy(&b, 12));
         let mut max_recorded = 0;
         let fair = eventually(Duration::from_secs(5), || {
-            let sum: u64 = shares(&server).values().sum();
+            let sum = shared(&server);
             max_recorded = max_recorded.max(sum);
             a.metrics().share == 5 && b.metrics().share == 5
         })
         .await;
         for _ in 0..25 {
-            let sum: u64 = shares(&server).values().sum();
+            let sum = shared(&server);
             max_recorded = max_recorded.max(sum);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -244,13 +255,7 @@ fn per_call_and_leased_processes_share_one_limit() {
         )
         .unwrap();
         let held = futures_lite_join(&leased_g, 3).await;
-        assert!(
-            eventually(Duration::from_secs(3), || shares(&server)
-                .values()
-                .sum::<u64>()
-                == 3)
-            .await
-        );
+        assert!(eventually(Duration::from_secs(3), || shared(&server) == 3).await);
         let one = per_call.try_acquire().await.unwrap();
         assert!(matches!(
             per_call.try_acquire().await,
@@ -267,7 +272,7 @@ fn per_call_and_leased_processes_share_one_limit() {
             .acquire_timeout(Duration::from_secs(3))
             .await
             .unwrap();
-        assert!(server.zcard(HOLDERS) + shares(&server).values().sum::<u64>() <= 4);
+        assert!(server.zcard(HOLDERS) + shared(&server) <= 4);
         drop((held, fourth));
         leased_g.close().await.unwrap();
         per_call.close().await.unwrap();
@@ -332,13 +337,7 @@ fn a_restart_without_persistence_loses_the_leases_and_counts_what_is_in_use() {
         assert!(lost, "Redis forgot the lease: its permits are lost");
         // Redis counts what the process still runs, so another process
         // gets only what is left.
-        assert!(
-            eventually(Duration::from_secs(3), || shares(&server)
-                .values()
-                .sum::<u64>()
-                >= 2)
-            .await
-        );
+        assert!(eventually(Duration::from_secs(3), || shared(&server) >= 2).await);
         let other =
             GlobalBulkhead::connect(&server.url(), "payments", leased(4).build().unwrap()).unwrap();
         let got = futures_lite_join(&other, 2).await;
@@ -358,10 +357,9 @@ fn a_restart_without_persistence_loses_the_leases_and_counts_what_is_in_use() {
 #[test]
 #[ignore = "the entry point of the child processes the multi-process tests start"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
-    let url = std::env::var("WT_URL").unwrap();
     runtime().block_on(async move {
         match role.as_str() {
             "worker" => worker(&url).await,
@@ -455,12 +453,7 @@ async fn worker(url: &str) {
 /// Takes five permits of a leased limit of 5 and holds them until killed
 /// (or, stopped and continued, until they report their lease lost).
 async fn holder(url: &str) {
-    let config = GlobalConfig::builder(5)
-        .store_timeout(Duration::from_secs(1))
-        .lease(Duration::from_secs(1))
-        .leased(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let config = holder_config();
     let g = GlobalBulkhead::connect(url, "payments", config).unwrap();
     let held = futures_lite_join(&g, 5).await;
     println!("WT held={}", held.len());
@@ -568,12 +561,7 @@ fn a_killed_sharer_s_share_comes_back_within_one_lease() {
     holder.wait().unwrap();
     let killed = Instant::now();
     runtime().block_on(async {
-        let config = GlobalConfig::builder(5)
-            .store_timeout(Duration::from_secs(1))
-            .lease(Duration::from_secs(1))
-            .leased(Duration::from_millis(200))
-            .build()
-            .unwrap();
+        let config = holder_config();
         let g = GlobalBulkhead::connect(&server.url(), "payments", config).unwrap();
         // The dead process's share is still recorded: nothing for us yet.
         assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
@@ -581,7 +569,7 @@ fn a_killed_sharer_s_share_comes_back_within_one_lease() {
         let back = killed.elapsed();
         println!("a killed sharer's 5 slots came back {back:?} after SIGKILL (lease 1 s)");
         assert!(back <= Duration::from_secs(1) + Duration::from_millis(1500));
-        assert!(shares(&server).values().sum::<u64>() <= 5);
+        assert!(shared(&server) <= 5);
         drop(taken);
         g.close().await.unwrap();
     });
@@ -604,12 +592,7 @@ fn a_stopped_sharer_loses_its_lease_and_says_so_when_continued() {
     };
     signal("-STOP");
     runtime().block_on(async {
-        let config = GlobalConfig::builder(5)
-            .store_timeout(Duration::from_secs(1))
-            .lease(Duration::from_secs(1))
-            .leased(Duration::from_millis(200))
-            .build()
-            .unwrap();
+        let config = holder_config();
         let g = GlobalBulkhead::connect(&server.url(), "payments", config).unwrap();
         // Its lease ends in Redis: the others take its share.
         let taken = futures_lite_join(&g, 5).await;

@@ -14,7 +14,7 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use global::{
-    child, get, output, quick_breaker, redis_time, reported, runtime, spend, unix_micros,
+    child, get, output, quick_breaker, redis_time, reported, role, runtime, spend, unix_micros,
 };
 use redis_server::RedisServer;
 use watertight::clock::{Clock, TokioClock};
@@ -411,11 +411,10 @@ const TASKS: usize = 4;
 #[test]
 #[ignore = "the entry point of the child processes the multi-process test starts"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
     assert_eq!(role, "spender");
-    let url = std::env::var("WT_URL").unwrap();
     let start_us: u64 = std::env::var("WT_START").unwrap().parse().unwrap();
     runtime().block_on(spender(&url, start_us));
 }

@@ -14,7 +14,7 @@ mod redis_server;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use global::{child, lines, next_report, output, quick_breaker, report, runtime, Marks};
+use global::{child, lines, next_report, output, quick_breaker, report, role, runtime, Marks};
 use redis_server::RedisServer;
 use watertight::clock::TokioClock;
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
@@ -80,10 +80,9 @@ async fn lost_within(permit: &GlobalPermit, limit: Duration) -> bool {
 #[test]
 #[ignore = "the entry point of the child processes the multi-process tests start"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
-    let url = std::env::var("WT_URL").unwrap();
     if role == "exiter" {
         // One thread: the keeper cannot run between the drops and the
         // runtime's shutdown, which is what a process exiting looks like.

@@ -83,6 +83,14 @@ pub fn child(role: &str, server: &RedisServer, env: &[(&str, String)]) -> Child 
     cmd.spawn().unwrap()
 }
 
+/// The role and the Redis URL a parent gave this process ([`child`]), or
+/// `None` when it runs as a test of its own (its `child_process` then
+/// does nothing).
+pub fn role() -> Option<(String, String)> {
+    let role = std::env::var("WT_ROLE").ok()?;
+    Some((role, std::env::var("WT_URL").unwrap()))
+}
+
 /// Waits for `child` to end, checks it succeeded, and returns its stdout.
 pub fn output(child: Child) -> String {
     let out = child.wait_with_output().unwrap();
