@@ -25,6 +25,8 @@
 //! table and how to read it: the guide, `src/guide/benchmarks.rs`
 //! (`watertight::guide::benchmarks`).
 
+#[path = "../tests/support/global.rs"]
+mod global;
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "../tests/support/redis_server.rs"]
@@ -34,7 +36,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::{median, run, runtime};
+use global::runtime;
+use harness::{median, run};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;

@@ -34,6 +34,8 @@
 //! The table: the guide, `src/guide/benchmarks.rs`
 //! (`watertight::guide::benchmarks`).
 
+#[path = "../tests/support/global.rs"]
+mod global;
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "../tests/support/redis_server.rs"]
@@ -45,7 +47,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::{median, run, run_timed, runtime};
+use global::runtime;
+use harness::{median, run, run_timed};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;
 use watertight::clock::TokioClock;
@@ -73,6 +76,21 @@ fn per_call() -> GlobalConfig {
         .store_timeout(Duration::from_secs(2))
         .build()
         .unwrap()
+}
+
+/// `per_task` pairs of `g` (`acquire_timeout(5 s).await` + drop) on each
+/// of `tasks` tasks at once: the wall time per pair.
+async fn pairs(g: &GlobalBulkhead, tasks: usize, per_task: usize) -> Duration {
+    let g = g.clone();
+    run(tasks, per_task, move || {
+        let g = g.clone();
+        async move {
+            drop(black_box(
+                g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
+            ))
+        }
+    })
+    .await
 }
 
 /// Lets `g`'s share grow to what `tasks` tasks ask for.
@@ -125,32 +143,14 @@ fn main() {
                 base.push(t.as_secs_f64());
 
                 let before = server.evalsha_calls();
-                let g = leased_g.clone();
-                let t = run(tasks, per_task, move || {
-                    let g = g.clone();
-                    async move {
-                        drop(black_box(
-                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
-                        ))
-                    }
-                })
-                .await;
+                let t = pairs(&leased_g, tasks, per_task).await;
                 lease.push(t.as_secs_f64());
                 lease_calls.push((server.evalsha_calls() - before) as f64 / PAIRS as f64);
 
                 // Fewer pairs: each is a round trip.
                 let before = server.evalsha_calls();
-                let g = per_call_g.clone();
                 let n = per_task / 10;
-                let t = run(tasks, n, move || {
-                    let g = g.clone();
-                    async move {
-                        drop(black_box(
-                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
-                        ))
-                    }
-                })
-                .await;
+                let t = pairs(&per_call_g, tasks, n).await;
                 call.push(t.as_secs_f64());
                 tokio::time::sleep(Duration::from_millis(20)).await; // the keeper's batches
                 call_calls.push((server.evalsha_calls() - before) as f64 / (n * tasks) as f64);

@@ -1,6 +1,7 @@
 //! The harness of the Redis bench binaries (`benches/redis.rs`,
-//! `benches/redis_leased.rs`): a runtime, tasks that run an operation
-//! over and over from one start, and the median of a few runs.
+//! `benches/redis_leased.rs`): tasks that run an operation over and over
+//! from one start, and the median of a few runs. (Their runtime, as their
+//! server, is the tests': `tests/support/global.rs`.)
 
 #![allow(dead_code)] // each bench uses its own part
 
@@ -10,15 +11,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Barrier;
 use tokio::task::JoinHandle;
-
-/// A multi-threaded tokio runtime of two workers (the machine's cores).
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// The median of `v` (the upper one of an even count).
 pub fn median(mut v: Vec<f64>) -> f64 {

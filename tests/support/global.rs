@@ -1,6 +1,6 @@
 //! What the tests of the Redis-backed limits (`tests/global_*.rs`) share:
-//! their tokio runtime, a breaker that opens quickly on a frozen Redis,
-//! and the harness of the multi-process tests.
+//! their tokio runtime (the Redis benches' too), a breaker that opens
+//! quickly on a frozen Redis, and the harness of the multi-process tests.
 //!
 //! A multi-process test runs its own test binary again as the child
 //! processes ([`child`]): each such file has an ignored `child_process`
