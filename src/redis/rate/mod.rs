@@ -567,16 +567,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             }
             return self.check_pocket(pocket, n).await;
         }
-        match inner.attempt(key, n).await {
-            Ok(Verdict::Admitted { global }) => {
-                inner.stats.admitted(inner.name, n, global, false);
-                Ok(())
-            }
-            Ok(Verdict::NotYet(retry_after)) => Err(inner
-                .stats
-                .refused(inner.name, GlobalRateError::Limited { retry_after })),
-            Err(e) => Err(inner.stats.refused(inner.name, e)),
-        }
+        inner.answer(inner.attempt(key, n).await, n, false)
     }
 
     /// Waits for one cell of `key`'s limit for at most `max_wait` from now.
@@ -716,9 +707,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
                 Err(e) => return Err(inner.stats.refused(inner.name, e)),
             }
         }
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after: last }))
+        Err(inner.limited(last))
     }
 
     /// Runs `make`'s call through `policy` after taking one cell of `key`'s
@@ -857,21 +846,9 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         }
         pocket.refused(u64::from(n));
         if let Some(failure) = pocket.failure() {
-            return match inner.fallback(&RateKey::whole(), n, failure) {
-                Ok(Verdict::Admitted { global }) => {
-                    inner.stats.admitted(inner.name, n, global, false);
-                    Ok(())
-                }
-                Ok(Verdict::NotYet(retry_after)) => Err(inner
-                    .stats
-                    .refused(inner.name, GlobalRateError::Limited { retry_after })),
-                Err(e) => Err(inner.stats.refused(inner.name, e)),
-            };
+            return inner.answer(inner.fallback(&RateKey::whole(), n, failure), n, false);
         }
-        let retry_after = pocket.hint(inner.clock.now());
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+        Err(inner.limited(pocket.hint(inner.clock.now())))
     }
 
     /// A leased wait: the pocket, or a wait for the keeper's next refill
@@ -899,16 +876,8 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             if pocket.has_tried() {
                 if let Some(failure) = pocket.failure() {
                     pocket.refused(cells);
-                    return match inner.fallback(&RateKey::whole(), n, failure) {
-                        Ok(Verdict::Admitted { global }) => {
-                            inner.stats.admitted(inner.name, n, global, waited);
-                            Ok(())
-                        }
-                        Ok(Verdict::NotYet(retry_after)) => Err(inner
-                            .stats
-                            .refused(inner.name, GlobalRateError::Limited { retry_after })),
-                        Err(e) => Err(inner.stats.refused(inner.name, e)),
-                    };
+                    let verdict = inner.fallback(&RateKey::whole(), n, failure);
+                    return inner.answer(verdict, n, waited);
                 }
             }
             let now = inner.clock.now();
@@ -922,10 +891,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             }
             waited = true;
         }
-        let retry_after = pocket.hint(inner.clock.now());
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+        Err(inner.limited(pocket.hint(inner.clock.now())))
     }
 
     /// Runs one check in a task of its own (see
@@ -973,6 +939,30 @@ impl<R: Runtime> Inner<R> {
             }));
         }
         (n == 0).then_some(Ok(()))
+    }
+
+    /// A check's answer from its `verdict` on `n` cells, counted (and
+    /// reported): admitted, limited, or refused for the verdict's error.
+    fn answer(
+        &self,
+        verdict: Result<Verdict, GlobalRateError>,
+        n: u32,
+        waited: bool,
+    ) -> Result<(), GlobalRateError> {
+        match verdict {
+            Ok(Verdict::Admitted { global }) => {
+                self.stats.admitted(self.name, n, global, waited);
+                Ok(())
+            }
+            Ok(Verdict::NotYet(retry_after)) => Err(self.limited(retry_after)),
+            Err(e) => Err(self.stats.refused(self.name, e)),
+        }
+    }
+
+    /// A refusal of cells that conform in `retry_after`, counted.
+    fn limited(&self, retry_after: Duration) -> GlobalRateError {
+        self.stats
+            .refused(self.name, GlobalRateError::Limited { retry_after })
     }
 
     /// One check: Redis's verdict, or the fallback's when Redis cannot be
