@@ -25,6 +25,10 @@
 //! table and how to read it: the guide, `src/guide/benchmarks.rs`
 //! (`watertight::guide::benchmarks`).
 
+#[path = "../tests/support/global.rs"]
+mod global;
+#[path = "support/harness.rs"]
+mod harness;
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
 
@@ -32,6 +36,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use global::runtime;
+use harness::{median, run};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;
@@ -44,42 +50,11 @@ use watertight::Bulkhead;
 const RUNS: usize = 7;
 const PAIRS: usize = 4_000;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Script calls and server µs per pair since `before`.
 fn per_pair(server: &RedisServer, before: (u64, u64), pairs: usize) -> (f64, f64) {
     let now = server.evalsha_stats();
     let n = pairs as f64;
     ((now.0 - before.0) as f64 / n, (now.1 - before.1) as f64 / n)
-}
-
-/// Runs `per_task` iterations of `op` on each of `tasks` tasks at once;
-/// returns the wall time per iteration (all tasks' iterations together).
-async fn run<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (op, start) = (op.clone(), start.clone());
-        handles.push(tokio::spawn(async move {
-            start.wait().await;
-            for _ in 0..per_task {
-                op().await;
-            }
-        }));
-    }
-    start.wait().await;
-    let t = Instant::now();
-    for h in handles {
-        h.await.unwrap();
-    }
-    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
 }
 
 /// Waits until Redis holds no member of the bench's system (the keeper's
@@ -109,11 +84,7 @@ struct Row {
 
 fn main() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let rows = rt.block_on(bench(&server));
     let opt = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.2}"));
     println!();

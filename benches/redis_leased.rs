@@ -34,6 +34,10 @@
 //! The table: the guide, `src/guide/benchmarks.rs`
 //! (`watertight::guide::benchmarks`).
 
+#[path = "../tests/support/global.rs"]
+mod global;
+#[path = "support/harness.rs"]
+mod harness;
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
 
@@ -41,8 +45,10 @@ use std::hint::black_box;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use global::runtime;
+use harness::{median, run, run_timed};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;
 use watertight::clock::TokioClock;
@@ -55,11 +61,6 @@ use watertight::Bulkhead;
 const RUNS: usize = 7;
 const PAIRS: usize = 20_000;
 const LIMIT: u32 = 64;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn leased() -> GlobalConfig {
     GlobalConfig::builder(LIMIT)
@@ -77,38 +78,19 @@ fn per_call() -> GlobalConfig {
         .unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Runs `per_task` iterations of `op` on each of `tasks` tasks at once;
-/// returns the wall time per iteration (all tasks' together).
-async fn run<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (op, start) = (op.clone(), start.clone());
-        handles.push(tokio::spawn(async move {
-            start.wait().await;
-            for _ in 0..per_task {
-                op().await;
-            }
-        }));
-    }
-    start.wait().await;
-    let t = Instant::now();
-    for h in handles {
-        h.await.unwrap();
-    }
-    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
+/// `per_task` pairs of `g` (`acquire_timeout(5 s).await` + drop) on each
+/// of `tasks` tasks at once: the wall time per pair.
+async fn pairs(g: &GlobalBulkhead, tasks: usize, per_task: usize) -> Duration {
+    let g = g.clone();
+    run(tasks, per_task, move || {
+        let g = g.clone();
+        async move {
+            drop(black_box(
+                g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
+            ))
+        }
+    })
+    .await
 }
 
 /// Lets `g`'s share grow to what `tasks` tasks ask for.
@@ -161,32 +143,14 @@ fn main() {
                 base.push(t.as_secs_f64());
 
                 let before = server.evalsha_calls();
-                let g = leased_g.clone();
-                let t = run(tasks, per_task, move || {
-                    let g = g.clone();
-                    async move {
-                        drop(black_box(
-                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
-                        ))
-                    }
-                })
-                .await;
+                let t = pairs(&leased_g, tasks, per_task).await;
                 lease.push(t.as_secs_f64());
                 lease_calls.push((server.evalsha_calls() - before) as f64 / PAIRS as f64);
 
                 // Fewer pairs: each is a round trip.
                 let before = server.evalsha_calls();
-                let g = per_call_g.clone();
                 let n = per_task / 10;
-                let t = run(tasks, n, move || {
-                    let g = g.clone();
-                    async move {
-                        drop(black_box(
-                            g.acquire_timeout(Duration::from_secs(5)).await.unwrap(),
-                        ))
-                    }
-                })
-                .await;
+                let t = pairs(&per_call_g, tasks, n).await;
                 call.push(t.as_secs_f64());
                 tokio::time::sleep(Duration::from_millis(20)).await; // the keeper's batches
                 call_calls.push((server.evalsha_calls() - before) as f64 / (n * tasks) as f64);
@@ -242,35 +206,6 @@ fn main() {
             calls as f64 / pairs as f64
         );
     }
-}
-
-/// As `run`, timed from the moment the tasks are released (a run of fast
-/// checks may end before the spawning task reads the clock after them).
-async fn run_timed<F, Fut>(tasks: usize, per_task: usize, op: F) -> Duration
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let start = Arc::new(tokio::sync::Barrier::new(tasks + 1));
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (op, start) = (op.clone(), start.clone());
-        handles.push(tokio::spawn(async move {
-            start.wait().await;
-            for _ in 0..per_task {
-                op().await;
-            }
-        }));
-    }
-    // Every task waits at the barrier already or soon: the clock is read
-    // just before the last arrival releases them.
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    let t = Instant::now();
-    start.wait().await;
-    for h in handles {
-        h.await.unwrap();
-    }
-    t.elapsed() / u32::try_from(tasks * per_task).unwrap()
 }
 
 /// Makes the leased limiter's keeper lease at least `cells` at once:

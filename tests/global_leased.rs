@@ -8,30 +8,24 @@
 //! and exits are marked on a *second* redis-server, so that the marks do
 //! not count as calls to the limit's Redis.
 
+#[path = "support/global.rs"]
+mod global;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use global::{child, lines, next_report, output, report, role, runtime, Marks};
 use redis_server::RedisServer;
 use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError, Mode, StoreFailure};
 
 const SHARES: &str = "watertight:{payments}:shares";
 const SHARERS: &str = "watertight:{payments}:sharers";
 const HOLDERS: &str = "watertight:{payments}:holders";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// Leased, refreshed every 200 ms, a lease of 2 s; a generous store
 /// timeout for a loaded machine.
@@ -42,12 +36,23 @@ fn leased(limit: u32) -> watertight::redis::GlobalConfigBuilder {
         .leased(Duration::from_millis(200))
 }
 
+/// The holders' limit and its rivals': leased, a limit of 5, a lease of
+/// 1 s (a dead holder's share comes back within it).
+fn holder_config() -> GlobalConfig {
+    leased(5).lease(Duration::from_secs(1)).build().unwrap()
+}
+
 /// The recorded shares in Redis, by process.
 fn shares(server: &RedisServer) -> HashMap<String, u64> {
     redis::cmd("HGETALL")
         .arg(SHARES)
         .query(&mut server.connection())
         .unwrap()
+}
+
+/// The recorded shares in Redis, summed over the processes.
+fn shared(server: &RedisServer) -> u64 {
+    shares(server).values().sum()
 }
 
 /// Polls `f` until it holds, for at most `limit`.
@@ -206,13 +211,13 @@ fn two_sharers_split_the_limit_fairly_and_never_pass_it() {
         tasks.extend(busy(&b, 12));
         let mut max_recorded = 0;
         let fair = eventually(Duration::from_secs(5), || {
-            let sum: u64 = shares(&server).values().sum();
+            let sum = shared(&server);
             max_recorded = max_recorded.max(sum);
             a.metrics().share == 5 && b.metrics().share == 5
         })
         .await;
         for _ in 0..25 {
-            let sum: u64 = shares(&server).values().sum();
+            let sum = shared(&server);
             max_recorded = max_recorded.max(sum);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -250,13 +255,7 @@ fn per_call_and_leased_processes_share_one_limit() {
         )
         .unwrap();
         let held = futures_lite_join(&leased_g, 3).await;
-        assert!(
-            eventually(Duration::from_secs(3), || shares(&server)
-                .values()
-                .sum::<u64>()
-                == 3)
-            .await
-        );
+        assert!(eventually(Duration::from_secs(3), || shared(&server) == 3).await);
         let one = per_call.try_acquire().await.unwrap();
         assert!(matches!(
             per_call.try_acquire().await,
@@ -273,7 +272,7 @@ fn per_call_and_leased_processes_share_one_limit() {
             .acquire_timeout(Duration::from_secs(3))
             .await
             .unwrap();
-        assert!(server.zcard(HOLDERS) + shares(&server).values().sum::<u64>() <= 4);
+        assert!(server.zcard(HOLDERS) + shared(&server) <= 4);
         drop((held, fourth));
         leased_g.close().await.unwrap();
         per_call.close().await.unwrap();
@@ -338,13 +337,7 @@ fn a_restart_without_persistence_loses_the_leases_and_counts_what_is_in_use() {
         assert!(lost, "Redis forgot the lease: its permits are lost");
         // Redis counts what the process still runs, so another process
         // gets only what is left.
-        assert!(
-            eventually(Duration::from_secs(3), || shares(&server)
-                .values()
-                .sum::<u64>()
-                >= 2)
-            .await
-        );
+        assert!(eventually(Duration::from_secs(3), || shared(&server) >= 2).await);
         let other =
             GlobalBulkhead::connect(&server.url(), "payments", leased(4).build().unwrap()).unwrap();
         let got = futures_lite_join(&other, 2).await;
@@ -361,21 +354,12 @@ fn a_restart_without_persistence_loses_the_leases_and_counts_what_is_in_use() {
 // ---------------------------------------------------------------------------
 // The child processes.
 
-/// Marks entry: INCR the in-flight counter and keep its maximum.
-const ENTER: &str = r"
-local v = redis.call('INCR', KEYS[1])
-local m = tonumber(redis.call('GET', KEYS[2]) or '0')
-if v > m then redis.call('SET', KEYS[2], v) end
-return v
-";
-
 #[test]
 #[ignore = "the entry point of the child processes the multi-process tests start"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
-    let url = std::env::var("WT_URL").unwrap();
     runtime().block_on(async move {
         match role.as_str() {
             "worker" => worker(&url).await,
@@ -414,18 +398,13 @@ async fn worker(url: &str) {
         .build()
         .unwrap();
     let g = GlobalBulkhead::connect(url, "payments", config).unwrap();
-    let marks = redis::Client::open(marks_url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let marks = Marks::open(&marks_url).await;
     let start = Instant::now() + Duration::from_millis(start_ms.saturating_sub(ms_since_epoch()));
     let half = move |now: Instant| usize::from(now >= start + HALF);
     let end = start + HALF * 2;
-    let enter = redis::Script::new(ENTER);
     let mut tasks = Vec::new();
     for task in 0..TASKS {
-        let (g, mut marks, enter) = (g.clone(), marks.clone(), enter.clone());
+        let (g, mut marks) = (g.clone(), marks.clone());
         tasks.push(tokio::spawn(async move {
             let mut served = 0u64;
             tokio::time::sleep_until(start.into()).await;
@@ -442,18 +421,7 @@ async fn worker(url: &str) {
                 let Ok(p) = g.acquire_timeout(Duration::from_millis(200)).await else {
                     continue;
                 };
-                let _: i64 = enter
-                    .key("test:cur")
-                    .key("test:max")
-                    .invoke_async(&mut marks)
-                    .await
-                    .unwrap();
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                let _: i64 = redis::cmd("DECR")
-                    .arg("test:cur")
-                    .query_async(&mut marks)
-                    .await
-                    .unwrap();
+                marks.call(Duration::from_millis(10)).await;
                 drop(p);
                 served += 1;
             }
@@ -485,12 +453,7 @@ async fn worker(url: &str) {
 /// Takes five permits of a leased limit of 5 and holds them until killed
 /// (or, stopped and continued, until they report their lease lost).
 async fn holder(url: &str) {
-    let config = GlobalConfig::builder(5)
-        .store_timeout(Duration::from_secs(1))
-        .lease(Duration::from_secs(1))
-        .leased(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let config = holder_config();
     let g = GlobalBulkhead::connect(url, "payments", config).unwrap();
     let held = futures_lite_join(&g, 5).await;
     println!("WT held={}", held.len());
@@ -501,33 +464,6 @@ async fn holder(url: &str) {
     println!("WT lost={}", held.iter().filter(|p| p.is_lost()).count());
     drop(held);
     g.close().await.unwrap();
-}
-
-fn child(role: &str, server: &RedisServer, env: &[(&str, String)]) -> std::process::Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child_process",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("WT_ROLE", role)
-    .env("WT_URL", server.url())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().unwrap()
-}
-
-/// The value of `WT key=value` in a child's output.
-fn report(out: &str, key: &str) -> Option<u64> {
-    out.lines()
-        .filter_map(|l| l.find("WT ").map(|i| &l[i + 3..]))
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 fn get(con: &mut redis::Connection, key: &str) -> u64 {
@@ -573,14 +509,7 @@ fn four_leased_processes_hold_the_limit_share_it_fairly_and_never_pass_it() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let outs: Vec<String> = children
-        .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output().unwrap();
-            assert!(out.status.success(), "a worker process failed");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        })
-        .collect();
+    let outs: Vec<String> = children.into_iter().map(output).collect();
     let calls = server.evalsha_calls() - calls_before;
     let served: u64 = outs.iter().map(|o| report(o, "served").unwrap()).sum();
     let max = get(&mut con, "test:max");
@@ -626,23 +555,13 @@ fn four_leased_processes_hold_the_limit_share_it_fairly_and_never_pass_it() {
 fn a_killed_sharer_s_share_comes_back_within_one_lease() {
     let server = RedisServer::start();
     let mut holder = child("holder", &server, &[]);
-    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
-    let held = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| report(&l, "held"))
-        .expect("the holder's report");
+    let held = next_report(&mut lines(&mut holder), "held").expect("the holder's report");
     assert_eq!(held, 5);
     holder.kill().unwrap(); // SIGKILL: no refresh, no leave
     holder.wait().unwrap();
     let killed = Instant::now();
     runtime().block_on(async {
-        let config = GlobalConfig::builder(5)
-            .store_timeout(Duration::from_secs(1))
-            .lease(Duration::from_secs(1))
-            .leased(Duration::from_millis(200))
-            .build()
-            .unwrap();
+        let config = holder_config();
         let g = GlobalBulkhead::connect(&server.url(), "payments", config).unwrap();
         // The dead process's share is still recorded: nothing for us yet.
         assert!(matches!(g.try_acquire().await, Err(GlobalError::Full)));
@@ -650,7 +569,7 @@ fn a_killed_sharer_s_share_comes_back_within_one_lease() {
         let back = killed.elapsed();
         println!("a killed sharer's 5 slots came back {back:?} after SIGKILL (lease 1 s)");
         assert!(back <= Duration::from_secs(1) + Duration::from_millis(1500));
-        assert!(shares(&server).values().sum::<u64>() <= 5);
+        assert!(shared(&server) <= 5);
         drop(taken);
         g.close().await.unwrap();
     });
@@ -660,12 +579,8 @@ fn a_killed_sharer_s_share_comes_back_within_one_lease() {
 fn a_stopped_sharer_loses_its_lease_and_says_so_when_continued() {
     let server = RedisServer::start();
     let mut holder = child("holder", &server, &[]);
-    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
-    let held = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| report(&l, "held"))
-        .expect("the holder's report");
+    let mut out = lines(&mut holder);
+    let held = next_report(&mut out, "held").expect("the holder's report");
     assert_eq!(held, 5);
     let signal = |sig: &str| {
         let ok = Command::new("kill")
@@ -677,22 +592,13 @@ fn a_stopped_sharer_loses_its_lease_and_says_so_when_continued() {
     };
     signal("-STOP");
     runtime().block_on(async {
-        let config = GlobalConfig::builder(5)
-            .store_timeout(Duration::from_secs(1))
-            .lease(Duration::from_secs(1))
-            .leased(Duration::from_millis(200))
-            .build()
-            .unwrap();
+        let config = holder_config();
         let g = GlobalBulkhead::connect(&server.url(), "payments", config).unwrap();
         // Its lease ends in Redis: the others take its share.
         let taken = futures_lite_join(&g, 5).await;
         assert_eq!(taken.len(), 5);
         signal("-CONT");
-        let lost = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| report(&l, "lost"))
-            .expect("the holder's report after SIGCONT");
+        let lost = next_report(&mut out, "lost").expect("the holder's report after SIGCONT");
         assert_eq!(
             lost, 5,
             "every permit of the stopped process reports its lease lost"

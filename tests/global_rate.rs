@@ -6,14 +6,17 @@
 //! The multi-process test runs this same test binary again as its child
 //! processes (`child_process` below, selected by `WT_ROLE`).
 
+#[path = "support/global.rs"]
+mod global;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use global::{
+    child, get, output, quick_breaker, redis_time, reported, role, runtime, spend, unix_micros,
+};
 use redis_server::RedisServer;
-use watertight::breaker::BreakerConfig;
 use watertight::clock::{Clock, TokioClock};
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
 use watertight::rate::Quota;
@@ -21,14 +24,6 @@ use watertight::redis::{
     GlobalRateBuildError, GlobalRateConfig, GlobalRateConfigError, GlobalRateError,
     GlobalRateLimiter, RateFallback, RateKey, RateKeyError, StoreFailure,
 };
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// A config for tests on a loaded machine: a generous store timeout.
 fn config(quota: Quota) -> watertight::redis::GlobalRateConfigBuilder {
@@ -40,13 +35,6 @@ fn limited(r: Result<(), GlobalRateError>) -> Duration {
         Err(GlobalRateError::Limited { retry_after }) => retry_after,
         other => panic!("expected Limited, got {other:?}"),
     }
-}
-
-fn get(server: &RedisServer, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query(&mut server.connection())
-        .unwrap()
 }
 
 fn pttl(server: &RedisServer, key: &str) -> i64 {
@@ -250,17 +238,6 @@ fn a_wait_sleeps_for_its_cell_and_is_refused_at_once_past_its_deadline() {
 // ---------------------------------------------------------------------------
 // Redis down.
 
-fn quick_breaker() -> BreakerConfig {
-    BreakerConfig::builder()
-        .window_size(4)
-        .minimum_calls(2)
-        .failure_rate_threshold(50.0)
-        .no_slow_call_duration()
-        .open_duration(Duration::from_millis(500))
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn frozen_redis_costs_a_timeout_then_fast_refusals_then_resumes() {
     let server = RedisServer::start();
@@ -434,28 +411,12 @@ const TASKS: usize = 4;
 #[test]
 #[ignore = "the entry point of the child processes the multi-process test starts"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
     assert_eq!(role, "spender");
-    let url = std::env::var("WT_URL").unwrap();
     let start_us: u64 = std::env::var("WT_START").unwrap().parse().unwrap();
     runtime().block_on(spender(&url, start_us));
-}
-
-fn unix_micros() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_micros(),
-    )
-    .unwrap()
-}
-
-async fn redis_time(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(con).await.unwrap();
-    s * 1_000_000 + us
 }
 
 /// From `start_us` (Unix time, µs) for `RUN`: `TASKS` tasks each check the
@@ -476,39 +437,11 @@ async fn spender(url: &str, start_us: u64) {
     let wait = start_us.saturating_sub(unix_micros());
     tokio::time::sleep(Duration::from_micros(wait)).await;
     let first = redis_time(&mut con).await;
-    let end = tokio::time::Instant::now() + RUN;
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let api = api.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut admitted = 0u64;
-            while tokio::time::Instant::now() < end {
-                match api.check(&RateKey::whole()).await {
-                    Ok(()) => admitted += 1,
-                    Err(GlobalRateError::Limited { .. }) => {}
-                    Err(e) => panic!("{e}"),
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            admitted
-        }));
-    }
-    let mut admitted = 0;
-    for t in tasks {
-        admitted += t.await.unwrap();
-    }
+    let admitted = spend(&api, TASKS, tokio::time::Instant::now() + RUN).await;
     let last = redis_time(&mut con).await;
     println!("WT admitted={admitted}");
     println!("WT first={first}");
     println!("WT last={last}");
-}
-
-fn report(out: &str, key: &str) -> u64 {
-    out.lines()
-        .filter_map(|l| l.find("WT ").map(|i| &l[i + 3..]))
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in a child's report:\n{out}"))
 }
 
 #[test]
@@ -517,32 +450,14 @@ fn four_processes_stay_within_one_quota_and_use_it() {
     // Every child starts spending at the same instant, once all are up.
     let start = unix_micros() + 1_500_000;
     let children: Vec<_> = (0..4)
-        .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "child_process",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("WT_ROLE", "spender")
-                .env("WT_URL", server.url())
-                .env("WT_START", start.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| child("spender", &server, &[("WT_START", start.to_string())]))
         .collect();
     let (mut admitted, mut first, mut last) = (0, u64::MAX, 0);
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "a child process failed");
-        let out = String::from_utf8_lossy(&out.stdout);
-        admitted += report(&out, "admitted");
-        first = first.min(report(&out, "first"));
-        last = last.max(report(&out, "last"));
+        let out = output(c);
+        admitted += reported(&out, "admitted");
+        first = first.min(reported(&out, "first"));
+        last = last.max(reported(&out, "last"));
     }
     // Every admission ran in Redis between `first` and `last` (Redis's
     // clock, read before the first check and after the last answer), so

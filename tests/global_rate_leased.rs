@@ -6,35 +6,24 @@
 //! The multi-process test runs this same test binary again as its child
 //! processes (`child_process` below, selected by `WT_ROLE`).
 
+#[path = "support/global.rs"]
+mod global;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use global::{
+    child, get, output, quick_breaker, redis_time, reported, role, runtime, spend, unix_micros,
+};
 use redis_server::RedisServer;
 use watertight::rate::Quota;
 use watertight::redis::{
     GlobalRateConfig, GlobalRateConfigError, GlobalRateError, GlobalRateLimiter, RateFallback,
     RateKey, StoreFailure,
 };
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn get(server: &RedisServer, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query(&mut server.connection())
-        .unwrap()
-}
 
 fn redis_now_us(server: &RedisServer) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
@@ -153,14 +142,7 @@ fn leased_checks_cost_at_most_one_redis_call_per_twenty_cells() {
 fn frozen_redis_spends_the_pocket_then_falls_back() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let breaker = watertight::breaker::BreakerConfig::builder()
-            .window_size(4)
-            .minimum_calls(2)
-            .failure_rate_threshold(50.0)
-            .no_slow_call_duration()
-            .open_duration(Duration::from_millis(500))
-            .build()
-            .unwrap();
+        let breaker = quick_breaker();
         let build = |fallback| {
             GlobalRateConfig::builder(Quota::per_second(1_000).burst(100))
                 .store_timeout(Duration::from_millis(200))
@@ -401,28 +383,12 @@ const TASKS: usize = 4;
 #[test]
 #[ignore = "the entry point of the child processes the multi-process test starts"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
     assert_eq!(role, "leased-spender");
-    let url = std::env::var("WT_URL").unwrap();
     let start_us: u64 = std::env::var("WT_START").unwrap().parse().unwrap();
     runtime().block_on(spender(&url, start_us));
-}
-
-fn unix_micros() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_micros(),
-    )
-    .unwrap()
-}
-
-async fn redis_time(con: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(con).await.unwrap();
-    s * 1_000_000 + us
 }
 
 /// From `start_us` (Unix time, µs) for `RUN`: connects in leased mode
@@ -445,27 +411,7 @@ async fn spender(url: &str, start_us: u64) {
     tokio::time::sleep(Duration::from_micros(wait)).await;
     let first = redis_time(&mut con).await;
     let api = GlobalRateLimiter::connect(url, "fleet", c).unwrap();
-    let end = tokio::time::Instant::now() + RUN;
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let api = api.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut admitted = 0u64;
-            while tokio::time::Instant::now() < end {
-                match api.check(&RateKey::whole()).await {
-                    Ok(()) => admitted += 1,
-                    Err(GlobalRateError::Limited { .. }) => {}
-                    Err(e) => panic!("{e}"),
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            admitted
-        }));
-    }
-    let mut admitted = 0;
-    for t in tasks {
-        admitted += t.await.unwrap();
-    }
+    let admitted = spend(&api, TASKS, tokio::time::Instant::now() + RUN).await;
     api.close().await;
     let last = redis_time(&mut con).await;
     let m = api.metrics();
@@ -484,47 +430,27 @@ async fn spender(url: &str, start_us: u64) {
     println!("WT last={last}");
 }
 
-fn report(out: &str, key: &str) -> u64 {
-    out.lines()
-        .filter_map(|l| l.find("WT ").map(|i| &l[i + 3..]))
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in a child's report:\n{out}"))
-}
-
 #[test]
 fn four_leased_processes_stay_within_one_quota_and_use_it() {
     let server = RedisServer::start();
     let start = unix_micros() + 1_500_000;
     let children: Vec<_> = (0..4)
         .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "child_process",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("WT_ROLE", "leased-spender")
-                .env("WT_URL", server.url())
-                .env("WT_START", start.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap()
+            child(
+                "leased-spender",
+                &server,
+                &[("WT_START", start.to_string())],
+            )
         })
         .collect();
     let (mut admitted, mut leased, mut calls, mut first, mut last) = (0, 0, 0, u64::MAX, 0);
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "a child process failed");
-        let out = String::from_utf8_lossy(&out.stdout);
-        admitted += report(&out, "admitted");
-        leased += report(&out, "leased");
-        calls += report(&out, "calls");
-        first = first.min(report(&out, "first"));
-        last = last.max(report(&out, "last"));
+        let out = output(c);
+        admitted += reported(&out, "admitted");
+        leased += reported(&out, "leased");
+        calls += reported(&out, "calls");
+        first = first.min(reported(&out, "first"));
+        last = last.max(reported(&out, "last"));
     }
     // Every lease ran in Redis between `first` and `last` (each process
     // connected after reading `first`, and closed before reading `last`),

@@ -6,16 +6,16 @@
 //! The multi-process tests run this same test binary again as the child
 //! processes (`child_process` below, selected by `WT_ROLE`).
 
+#[path = "support/global.rs"]
+mod global;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use global::{child, lines, next_report, output, quick_breaker, report, role, runtime, Marks};
 use redis_server::RedisServer;
-use watertight::breaker::BreakerConfig;
 use watertight::clock::TokioClock;
 use watertight::policy::{ErrorKind, Policy, PolicyConfig};
 use watertight::redis::{
@@ -24,14 +24,6 @@ use watertight::redis::{
 };
 
 const HOLDERS: &str = "watertight:{payments}:holders";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// A config for tests on a loaded machine: a generous store timeout.
 fn config(limit: u32) -> watertight::redis::GlobalConfigBuilder {
@@ -85,21 +77,12 @@ async fn lost_within(permit: &GlobalPermit, limit: Duration) -> bool {
 // ---------------------------------------------------------------------------
 // The child processes.
 
-/// Marks entry: INCR the in-flight counter and keep its maximum.
-const ENTER: &str = r"
-local v = redis.call('INCR', KEYS[1])
-local m = tonumber(redis.call('GET', KEYS[2]) or '0')
-if v > m then redis.call('SET', KEYS[2], v) end
-return v
-";
-
 #[test]
 #[ignore = "the entry point of the child processes the multi-process tests start"]
 fn child_process() {
-    let Ok(role) = std::env::var("WT_ROLE") else {
+    let Some((role, url)) = role() else {
         return;
     };
-    let url = std::env::var("WT_URL").unwrap();
     if role == "exiter" {
         // One thread: the keeper cannot run between the drops and the
         // runtime's shutdown, which is what a process exiting looks like.
@@ -126,16 +109,11 @@ const CALLS_PER_TASK: usize = 5;
 
 async fn worker(url: &str) {
     let g = GlobalBulkhead::connect(url, "payments", config(10).build().unwrap()).unwrap();
-    let mut marks = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let enter = redis::Script::new(ENTER);
+    let mut marks = Marks::open(url).await;
     let start = Arc::new(tokio::sync::Barrier::new(TASKS));
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
-        let (g, mut marks, enter, start) = (g.clone(), marks.clone(), enter.clone(), start.clone());
+        let (g, mut marks, start) = (g.clone(), marks.clone(), start.clone());
         tasks.push(tokio::spawn(async move {
             start.wait().await;
             let mut granted = 0;
@@ -144,18 +122,7 @@ async fn worker(url: &str) {
                     continue;
                 };
                 assert!(permit.is_global());
-                let _: i64 = enter
-                    .key("test:cur")
-                    .key("test:max")
-                    .invoke_async(&mut marks)
-                    .await
-                    .unwrap();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let _: i64 = redis::cmd("DECR")
-                    .arg("test:cur")
-                    .query_async(&mut marks)
-                    .await
-                    .unwrap();
+                marks.call(Duration::from_millis(5)).await;
                 drop(permit);
                 granted += 1;
             }
@@ -167,7 +134,7 @@ async fn worker(url: &str) {
         granted += t.await.unwrap();
     }
     // Let the keeper send the last releases before the process exits.
-    let _: () = redis::cmd("PING").query_async(&mut marks).await.unwrap();
+    marks.ping().await;
     drop(g);
     tokio::time::sleep(Duration::from_millis(200)).await;
     println!("WT granted={granted}");
@@ -200,45 +167,16 @@ async fn exiter(url: &str) {
     drop(held);
 }
 
-fn child(role: &str, server: &RedisServer) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("WT_ROLE", role)
-        .env("WT_URL", server.url())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-/// The value of `WT key=value` in a child's output.
-fn report(out: &str, key: &str) -> Option<u64> {
-    // libtest prints `test child_process ... ` before the test's own output.
-    out.lines()
-        .filter_map(|l| l.find("WT ").map(|i| &l[i + 3..]))
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 // ---------------------------------------------------------------------------
 // Many processes, one limit.
 
 #[test]
 fn four_processes_stay_within_one_limit_and_use_it() {
     let server = RedisServer::start();
-    let children: Vec<_> = (0..4).map(|_| child("worker", &server)).collect();
+    let children: Vec<_> = (0..4).map(|_| child("worker", &server, &[])).collect();
     let mut granted = 0;
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "a worker process failed");
-        let out = String::from_utf8_lossy(&out.stdout);
-        granted += report(&out, "granted").expect("a worker's report");
+        granted += report(&output(c), "granted").expect("a worker's report");
     }
     let mut con = server.connection();
     let max: u64 = redis::cmd("GET").arg("test:max").query(&mut con).unwrap();
@@ -261,13 +199,8 @@ fn four_processes_stay_within_one_limit_and_use_it() {
 #[test]
 fn a_killed_holder_s_slots_come_back_within_one_lease() {
     let server = RedisServer::start();
-    let mut holder = child("holder", &server);
-    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
-    let held = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| report(&l, "held"))
-        .expect("the holder's report");
+    let mut holder = child("holder", &server, &[]);
+    let held = next_report(&mut lines(&mut holder), "held").expect("the holder's report");
     assert_eq!(held, 5);
     holder.kill().unwrap(); // SIGKILL: no release, no renewal
     holder.wait().unwrap();
@@ -294,9 +227,7 @@ fn a_killed_holder_s_slots_come_back_within_one_lease() {
 #[test]
 fn a_process_that_drops_its_permits_and_exits_leaves_no_member() {
     let server = RedisServer::start();
-    let out = child("exiter", &server).wait_with_output().unwrap();
-    assert!(out.status.success(), "the exiting process failed");
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = output(child("exiter", &server, &[]));
     assert_eq!(report(&out, "held"), Some(5));
     assert_eq!(report(&out, "exited"), Some(1));
     // Checked at once, not eventually: the process is gone, so whatever it
@@ -632,17 +563,6 @@ fn a_lost_lease_is_reported() {
 
 // ---------------------------------------------------------------------------
 // Redis down, slow or unreachable.
-
-fn quick_breaker() -> BreakerConfig {
-    BreakerConfig::builder()
-        .window_size(4)
-        .minimum_calls(2)
-        .failure_rate_threshold(50.0)
-        .no_slow_call_duration()
-        .open_duration(Duration::from_millis(500))
-        .build()
-        .unwrap()
-}
 
 #[test]
 fn frozen_redis_costs_a_timeout_then_fast_refusals() {

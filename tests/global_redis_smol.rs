@@ -3,13 +3,15 @@
 //! anywhere; redis-rs talks to Redis on smol, and the keeper and the
 //! acquire commands run on smol's global executor.
 
+#[path = "support/global.rs"]
+mod global;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::time::{Duration, Instant};
 
+use global::quick_breaker;
 use redis_server::RedisServer;
-use watertight::breaker::BreakerConfig;
 use watertight::clock::AsyncIoClock;
 use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError, StoreFailure};
 
@@ -62,19 +64,11 @@ fn the_limit_holds_and_a_release_wakes_a_waiter_on_smol() {
 fn renewal_and_a_frozen_redis_on_smol() {
     let server = RedisServer::start();
     smol::block_on(async {
-        let breaker = BreakerConfig::builder()
-            .window_size(4)
-            .minimum_calls(2)
-            .failure_rate_threshold(50.0)
-            .no_slow_call_duration()
-            .open_duration(Duration::from_millis(500))
-            .build()
-            .unwrap();
         let config = GlobalConfig::builder(1)
             .store_timeout(Duration::from_millis(200))
             .lease(Duration::from_millis(600))
             .renew_every(Duration::from_millis(150))
-            .store_breaker(breaker)
+            .store_breaker(quick_breaker())
             .build()
             .unwrap();
         let g = connect(&server, config);

@@ -10,7 +10,7 @@ use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
 use ::redis::aio::ConnectionManager;
-use ::redis::Script;
+use ::redis::{FromRedisValue, Script, ScriptInvocation};
 use tokio::sync::mpsc;
 
 use super::conn;
@@ -567,16 +567,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             }
             return self.check_pocket(pocket, n).await;
         }
-        match inner.attempt(key, n).await {
-            Ok(Verdict::Admitted { global }) => {
-                inner.stats.admitted(inner.name, n, global, false);
-                Ok(())
-            }
-            Ok(Verdict::NotYet(retry_after)) => Err(inner
-                .stats
-                .refused(inner.name, GlobalRateError::Limited { retry_after })),
-            Err(e) => Err(inner.stats.refused(inner.name, e)),
-        }
+        inner.answer(inner.attempt(key, n).await, n, false)
     }
 
     /// Waits for one cell of `key`'s limit for at most `max_wait` from now.
@@ -716,9 +707,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
                 Err(e) => return Err(inner.stats.refused(inner.name, e)),
             }
         }
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after: last }))
+        Err(inner.limited(last))
     }
 
     /// Runs `make`'s call through `policy` after taking one cell of `key`'s
@@ -857,21 +846,9 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         }
         pocket.refused(u64::from(n));
         if let Some(failure) = pocket.failure() {
-            return match inner.fallback(&RateKey::whole(), n, failure) {
-                Ok(Verdict::Admitted { global }) => {
-                    inner.stats.admitted(inner.name, n, global, false);
-                    Ok(())
-                }
-                Ok(Verdict::NotYet(retry_after)) => Err(inner
-                    .stats
-                    .refused(inner.name, GlobalRateError::Limited { retry_after })),
-                Err(e) => Err(inner.stats.refused(inner.name, e)),
-            };
+            return inner.answer(inner.fallback(&RateKey::whole(), n, failure), n, false);
         }
-        let retry_after = pocket.hint(inner.clock.now());
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+        Err(inner.limited(pocket.hint(inner.clock.now())))
     }
 
     /// A leased wait: the pocket, or a wait for the keeper's next refill
@@ -899,16 +876,8 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             if pocket.has_tried() {
                 if let Some(failure) = pocket.failure() {
                     pocket.refused(cells);
-                    return match inner.fallback(&RateKey::whole(), n, failure) {
-                        Ok(Verdict::Admitted { global }) => {
-                            inner.stats.admitted(inner.name, n, global, waited);
-                            Ok(())
-                        }
-                        Ok(Verdict::NotYet(retry_after)) => Err(inner
-                            .stats
-                            .refused(inner.name, GlobalRateError::Limited { retry_after })),
-                        Err(e) => Err(inner.stats.refused(inner.name, e)),
-                    };
+                    let verdict = inner.fallback(&RateKey::whole(), n, failure);
+                    return inner.answer(verdict, n, waited);
                 }
             }
             let now = inner.clock.now();
@@ -922,10 +891,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             }
             waited = true;
         }
-        let retry_after = pocket.hint(inner.clock.now());
-        Err(inner
-            .stats
-            .refused(inner.name, GlobalRateError::Limited { retry_after }))
+        Err(inner.limited(pocket.hint(inner.clock.now())))
     }
 
     /// Runs one check in a task of its own (see
@@ -975,6 +941,30 @@ impl<R: Runtime> Inner<R> {
         (n == 0).then_some(Ok(()))
     }
 
+    /// A check's answer from its `verdict` on `n` cells, counted (and
+    /// reported): admitted, limited, or refused for the verdict's error.
+    fn answer(
+        &self,
+        verdict: Result<Verdict, GlobalRateError>,
+        n: u32,
+        waited: bool,
+    ) -> Result<(), GlobalRateError> {
+        match verdict {
+            Ok(Verdict::Admitted { global }) => {
+                self.stats.admitted(self.name, n, global, waited);
+                Ok(())
+            }
+            Ok(Verdict::NotYet(retry_after)) => Err(self.limited(retry_after)),
+            Err(e) => Err(self.stats.refused(self.name, e)),
+        }
+    }
+
+    /// A refusal of cells that conform in `retry_after`, counted.
+    fn limited(&self, retry_after: Duration) -> GlobalRateError {
+        self.stats
+            .refused(self.name, GlobalRateError::Limited { retry_after })
+    }
+
     /// One check: Redis's verdict, or the fallback's when Redis cannot be
     /// reached.
     async fn attempt(&self, key: &RateKey, n: u32) -> Result<Verdict, GlobalRateError> {
@@ -986,110 +976,97 @@ impl<R: Runtime> Inner<R> {
 
     /// The script, through the breaker, under the store timeout.
     async fn ask_redis(&self, key: &RateKey, n: u32) -> Result<Verdict, StoreFailure> {
-        let probe = self
-            .breaker
-            .try_acquire()
-            .map_err(StoreFailure::BreakerOpen)?;
-        self.stats.redis_call(self.name);
         // Both fit: n ≤ burst, and burst × T ≤ 2^50 (checked by the config).
         let inc = u64::from(n) * self.config.interval_us;
-        let mut con = self.con.clone();
-        let reply = conn::timed(
-            &self.clock,
-            self.config.store_timeout,
-            self.script
-                .key(self.redis_key(key))
+        let args = |s: &mut ScriptInvocation<'_>| {
+            s.key(self.redis_key(key))
                 .arg(inc)
-                .arg(self.config.window_us())
-                .invoke_async::<(i64, i64)>(&mut con),
-        )
-        .await;
-        let verdict = match reply {
-            Ok((1, _)) => Ok(Verdict::Admitted { global: true }),
-            Ok((0, us)) if us > 0 => Ok(Verdict::NotYet(Duration::from_micros(us.unsigned_abs()))),
-            Ok(_) => Err(StoreFailure::BadReply),
-            Err(e) => Err(e),
+                .arg(self.config.window_us());
         };
-        match &verdict {
-            Ok(_) => probe.success(),
-            Err(e) => {
-                self.stats.store_failed(self.name, e);
-                probe.failure();
-            }
-        }
-        verdict
+        self.run_script(&self.script, args, |reply: (i64, i64)| match reply {
+            (1, _) => Ok(Verdict::Admitted { global: true }),
+            (0, us) if us > 0 => Ok(Verdict::NotYet(Duration::from_micros(us.unsigned_abs()))),
+            _ => Err(StoreFailure::BadReply),
+        })
+        .await
     }
 
     /// Leases up to `want` cells of the unkeyed limit (one script),
     /// through the breaker, under the store timeout.
     async fn lease(&self, want: u64) -> Result<Leased, StoreFailure> {
+        let args = |s: &mut ScriptInvocation<'_>| {
+            s.key(&self.whole)
+                .arg(self.config.interval_us)
+                .arg(self.config.window_us())
+                .arg(want);
+        };
+        self.run_script(
+            &self.lease_script,
+            args,
+            |reply: (i64, i64, i64)| match reply {
+                (grant, retry, tat) if (0..=want as i64).contains(&grant) && retry >= 0 => {
+                    Ok(Leased {
+                        grant: grant.unsigned_abs(),
+                        retry: Duration::from_micros(retry.unsigned_abs()),
+                        tat,
+                    })
+                }
+                _ => Err(StoreFailure::BadReply),
+            },
+        )
+        .await
+    }
+
+    /// Gives back `cells` of the last lease, which left the TAT at `tat`,
+    /// if nobody took cells since (see `gcra_return.lua`).
+    async fn give_back(&self, tat: i64, cells: u64) -> bool {
+        let args = |s: &mut ScriptInvocation<'_>| {
+            s.key(&self.whole)
+                .arg(tat)
+                .arg(cells.saturating_mul(self.config.interval_us));
+        };
+        self.run_script(&self.return_script, args, |r: i64| Ok(r == 1))
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Runs `script` with the keys and arguments `args` gives it (once the
+    /// breaker lets the call through) under the store timeout, and reads
+    /// its reply with `read`. Each call is counted; the breaker is told its
+    /// outcome, and a failure (Redis's error, the timeout, or a reply
+    /// `read` refuses) is counted as one.
+    async fn run_script<T, U>(
+        &self,
+        script: &Script,
+        args: impl FnOnce(&mut ScriptInvocation<'_>),
+        read: impl FnOnce(T) -> Result<U, StoreFailure>,
+    ) -> Result<U, StoreFailure>
+    where
+        T: FromRedisValue,
+    {
         let probe = self
             .breaker
             .try_acquire()
             .map_err(StoreFailure::BreakerOpen)?;
         self.stats.redis_call(self.name);
+        let mut invocation = script.prepare_invoke();
+        args(&mut invocation);
         let mut con = self.con.clone();
         let reply = conn::timed(
             &self.clock,
             self.config.store_timeout,
-            self.lease_script
-                .key(&self.whole)
-                .arg(self.config.interval_us)
-                .arg(self.config.window_us())
-                .arg(want)
-                .invoke_async::<(i64, i64, i64)>(&mut con),
+            invocation.invoke_async::<T>(&mut con),
         )
         .await;
-        let leased = match reply {
-            Ok((grant, retry, tat)) if (0..=want as i64).contains(&grant) && retry >= 0 => {
-                Ok(Leased {
-                    grant: grant.unsigned_abs(),
-                    retry: Duration::from_micros(retry.unsigned_abs()),
-                    tat,
-                })
-            }
-            Ok(_) => Err(StoreFailure::BadReply),
-            Err(e) => Err(e),
-        };
-        match &leased {
+        let out = reply.and_then(read);
+        match &out {
             Ok(_) => probe.success(),
             Err(e) => {
                 self.stats.store_failed(self.name, e);
                 probe.failure();
             }
         }
-        leased
-    }
-
-    /// Gives back `cells` of the last lease, which left the TAT at `tat`,
-    /// if nobody took cells since (see `gcra_return.lua`).
-    async fn give_back(&self, tat: i64, cells: u64) -> bool {
-        let Ok(probe) = self.breaker.try_acquire() else {
-            return false;
-        };
-        self.stats.redis_call(self.name);
-        let mut con = self.con.clone();
-        let reply = conn::timed(
-            &self.clock,
-            self.config.store_timeout,
-            self.return_script
-                .key(&self.whole)
-                .arg(tat)
-                .arg(cells.saturating_mul(self.config.interval_us))
-                .invoke_async::<i64>(&mut con),
-        )
-        .await;
-        match reply {
-            Ok(r) => {
-                probe.success();
-                r == 1
-            }
-            Err(e) => {
-                self.stats.store_failed(self.name, &e);
-                probe.failure();
-                false
-            }
-        }
+        out
     }
 
     fn fallback(
