@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use global::runtime;
-use harness::{median, run, run_timed};
+use harness::{median, run_timed};
 use redis_server::RedisServer;
 use watertight::clock::StdClock;
 use watertight::clock::TokioClock;
@@ -59,7 +59,7 @@ use watertight::redis::{
 use watertight::Bulkhead;
 
 const RUNS: usize = 7;
-const PAIRS: usize = 20_000;
+const PAIRS: usize = 200_000;
 const LIMIT: u32 = 64;
 
 fn leased() -> GlobalConfig {
@@ -82,7 +82,7 @@ fn per_call() -> GlobalConfig {
 /// of `tasks` tasks at once: the wall time per pair.
 async fn pairs(g: &GlobalBulkhead, tasks: usize, per_task: usize) -> Duration {
     let g = g.clone();
-    run(tasks, per_task, move || {
+    run_timed(tasks, per_task, move || {
         let g = g.clone();
         async move {
             drop(black_box(
@@ -132,7 +132,7 @@ fn main() {
                 // The same shape as the global call: a wait with a
                 // timeout, an owned permit.
                 let l = local.clone();
-                let t = run(tasks, per_task, move || {
+                let t = run_timed(tasks, per_task, move || {
                     let l = l.clone();
                     async move {
                         let p = l.acquire_owned_timeout(Duration::from_secs(5)).await;
@@ -149,7 +149,7 @@ fn main() {
 
                 // Fewer pairs: each is a round trip.
                 let before = server.evalsha_calls();
-                let n = per_task / 10;
+                let n = per_task / 100;
                 let t = pairs(&per_call_g, tasks, n).await;
                 call.push(t.as_secs_f64());
                 tokio::time::sleep(Duration::from_millis(20)).await; // the keeper's batches

@@ -1,4 +1,4 @@
-//! The tour's act 11: the request budget across three hops of loopback
+//! The tour's act 12: the request budget across three hops of loopback
 //! HTTP (feature `http`). A (the tour, a reqwest client) → B (an axum
 //! server that calls C) → C (an axum server whose job takes a second, in
 //! 10 ms steps, in a task of its own so that only its budget stops it).
