@@ -27,8 +27,9 @@ use crate::bulkhead::AcquireError;
 pub enum GlobalBuildError {
     /// The URL is not a Redis URL redis-rs can open.
     BadUrl(::redis::RedisError),
-    /// The system's name is empty, too long, or holds a character that
-    /// would break the keys' hash tag (`{`, `}`).
+    /// The system's name is empty, above 128 bytes, or holds a character
+    /// that would break the keys' hash tag (`{`, `}`) or a control
+    /// character.
     BadName {
         /// The name given.
         name: &'static str,
