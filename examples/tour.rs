@@ -1093,7 +1093,7 @@ async fn act_7() -> ExitCode {
     println!();
     println!(
         "== Act 7: one limit across processes: skipped, it needs the redis feature \
-         (--features tokio,tower,metrics,redis; rustc 1.88) and a redis-server on PATH \
+         (--features tokio,tower,metrics,http,redis; rustc 1.88) and a redis-server on PATH \
          (apt-get install -y redis-server)"
     );
     ExitCode::SUCCESS

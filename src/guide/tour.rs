@@ -1,4 +1,4 @@
-//! The tour: eleven acts on real loopback HTTP, and what each one shows.
+//! The tour: twelve acts on real loopback HTTP, and what each one shows.
 //!
 //! # Run it
 //!
@@ -136,22 +136,24 @@
 //! ([the global bulkhead](super::global)), whose code the
 //! tour includes: four worker processes (the tour's binary again) against one
 //! neighbour, first with a local bulkhead of 20 each, then through one
-//! `GlobalBulkhead` of 20:
+//! `GlobalBulkhead` of 20 per call, then the same in leased mode (each
+//! worker serving from its share, refreshed every 200 ms):
 //!
 //! ```text
-//! == Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20
+//! == Act 7: one limit across processes — 4 workers, a Bulkhead of 20 each, then one GlobalBulkhead of 20, per call and leased
 //!    4 worker processes, each firing 40 calls at once at a neighbour on 127.0.0.1 that holds each call 20-50 ms; a redis-server of our own on a Unix socket
 //!
-//!   round  limit                                             answered  max in flight at the neighbour     time
-//!   1      Bulkhead(20) in each of the 4 processes            160/160                              80   123 ms
-//!   2      GlobalBulkhead(20) on Redis, local_cap(20) each    160/160                              20   375 ms
-//!   -> local limits alone let 80 calls at once reach the neighbour (4 x 20 slots); through one GlobalBulkhead of 20, 20 at most
+//!   round  limit                                                     answered  max in flight at the neighbour     time  Redis calls per call
+//!   1      Bulkhead(20) in each of the 4 processes                    160/160                              80   122 ms                     -
+//!   2      GlobalBulkhead(20) on Redis, local_cap(20) each            160/160                              20   364 ms                  4.55
+//!   3      the same, leased: a share each, refreshed every 200 ms     160/160                              20   435 ms                  0.09
+//!   -> local limits alone let 80 calls at once reach the neighbour (4 x 20 slots); through one GlobalBulkhead of 20, 20 at most (4.55 Redis calls per call), and leased, 20 at most (0.09 Redis calls per call)
 //! ```
 //!
 //! Without the feature, or without `redis-server`, the act is one line:
 //!
 //! ```text
-//! == Act 7: one limit across processes: skipped, it needs the redis feature (--features tokio,tower,metrics,redis; rustc 1.88) and a redis-server on PATH (apt-get install -y redis-server)
+//! == Act 7: one limit across processes: skipped, it needs the redis feature (--features tokio,tower,metrics,http,redis; rustc 1.88) and a redis-server on PATH (apt-get install -y redis-server)
 //! ```
 //!
 //! **Act 8: retries within the budget** ([retries](super::policy#retries)), on a search
