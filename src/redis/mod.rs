@@ -163,7 +163,15 @@
 //!   runs). So a share shrinks only as fast as its holder releases: a
 //!   process told to go from 6 to 2 stops granting at once, and Redis
 //!   counts it at 6 until its next refresh reports the calls ended (a
-//!   shrink is refreshed again after a quarter of `refresh`).
+//!   shrink is refreshed again after a quarter of `refresh`). A process
+//!   whose demand fell below its share cuts its local share to the demand
+//!   *before* it reports, so that Redis can record the smaller share at
+//!   once.
+//! - **Giving back on demand.** A process granted less than its fair share
+//!   (others still hold it) publishes a *wanted* notice (the channel
+//!   `watertight:{name}:wanted`, which leased processes listen on); a
+//!   process that holds more than it needs then refreshes after the
+//!   usual quarter-refresh gap instead of at its next refresh.
 //! - **A dead process** frees its share within one lease (the script
 //!   drops shares whose lease ended). A **frozen** one (SIGSTOP, a long
 //!   pause) finds its lease over by its own clock when it wakes: its
@@ -191,8 +199,10 @@
 //! processes × 32 tasks, demand 3 : 3 : 6 : 24 then 24 : 3 : 6 : 0,
 //! refresh 250 ms): at most 20 at once (marked on a second Redis), 94 % of
 //! the limit in use on average while demand exceeded it, 0.016 Redis
-//! calls per call; the process whose demand rose had its fair share 203
-//! ms after the change; the idle one ended holding its floor.
+//! calls per call; the process whose demand rose had its fair share
+//! 199–264 ms after the change (three runs, with a CI run on the same two
+//! cores; 391–581 ms before the wanted notices); the idle one ended
+//! holding its floor.
 //!
 //! **A local front.** [`GlobalConfigBuilder::local_cap`] puts a local
 //! bulkhead in front: a process already at its cap is refused (or waits)

@@ -254,17 +254,42 @@ impl<R: Runtime> Share<R> {
         }
     }
 
-    /// What to report: (demand, bound, fresh).
+    /// What to report: (demand, bound, fresh). A share above the demand
+    /// is first cut to it (never below what is in use): the process will
+    /// not use the rest before the answer, and Redis can then record the
+    /// smaller share at once instead of a refresh later.
     fn report<C: Clock>(&self, core: &Core<C>, now: Instant, limit: u32) -> (u64, u64, bool) {
-        let capacity = self.local.capacity().saturating_sub(1) as u64;
         let (in_flight, demand) = self.demand(
             self.peak.swap(0, Ordering::AcqRel),
             self.refused.swap(0, Ordering::AcqRel),
             limit,
         );
+        let mut capacity = self.local.capacity().saturating_sub(1) as u64;
+        if demand < capacity {
+            let keep = usize::try_from(demand.max(in_flight)).unwrap_or(usize::MAX);
+            let _ = self.local.resize(keep.saturating_add(1));
+            capacity = self.local.capacity().saturating_sub(1) as u64;
+        }
         let live = self.is_live(core, now);
         let fresh = !live || self.token_era.load(Ordering::Acquire) != u64::from(self.lease.era());
-        (demand, capacity.max(in_flight), fresh)
+        // In use may have grown past the cut meanwhile (grants in flight):
+        // the bound covers it.
+        let in_use = self.local.in_flight().saturating_sub(1) as u64;
+        (demand, capacity.max(in_use), fresh)
+    }
+
+    /// Whether this process holds more than it needs now: worth giving
+    /// back at once when another process wants its fair share.
+    fn holds_more_than_needed(&self, limit: u32) -> bool {
+        let (_, now) = self.demand(
+            self.peak.load(Ordering::Acquire),
+            self.refused.load(Ordering::Acquire),
+            limit,
+        );
+        match self.last.lock() {
+            Ok(last) => last.recorded > now,
+            Err(_) => false,
+        }
     }
 
     /// Takes Redis's answer to a refresh sent at `sent`.
@@ -364,6 +389,7 @@ pub(super) async fn run<R: Runtime>(
     let mut counted = 0;
     let closing = loop {
         let nudge = share.nudge.listen();
+        let wanted = core.listen();
         tokio::select! {
             biased;
             msg = msgs.recv() => match msg {
@@ -376,6 +402,15 @@ pub(super) async fn run<R: Runtime>(
                 }
             },
             () = clock.sleep_until(next) => {}
+            // Another process was granted less than its fair share: give
+            // back what this one does not need, after the usual gap.
+            () = wanted => {
+                if share.holds_more_than_needed(core.config.limit) {
+                    let soon = last_sent.map_or(clock.now(), |sent| sent.saturating_add(gap));
+                    next = next.min(soon);
+                }
+                continue;
+            }
             () = nudge => {
                 if !share.worth_refreshing(core.config.limit) {
                     // Left set: no more wake-ups until the regular refresh.
@@ -388,6 +423,11 @@ pub(super) async fn run<R: Runtime>(
                 }
                 continue;
             }
+        }
+        // Listening for wanted notices: tried again before each refresh
+        // (the connection manager resubscribes after a reconnect too).
+        if !core.is_subscribed() {
+            core.subscribe().await;
         }
         let sent = clock.now();
         share.nudged.store(false, Ordering::Release);

@@ -68,6 +68,10 @@ struct Keys {
     holders: String,
     fence: String,
     channel: String,
+    /// Leased mode: a process that was granted less than its fair share
+    /// says so here, so that processes holding more than they need give
+    /// it back at once rather than at their next refresh.
+    wanted: String,
     /// The leased shares: their processes (by lease expiry), the slots
     /// each may be using, and the demand each reported.
     sharers: String,
@@ -81,6 +85,7 @@ impl Keys {
             holders: format!("watertight:{{{name}}}:holders"),
             fence: format!("watertight:{{{name}}}:fence"),
             channel: format!("watertight:{{{name}}}:released"),
+            wanted: format!("watertight:{{{name}}}:wanted"),
             sharers: format!("watertight:{{{name}}}:sharers"),
             shares: format!("watertight:{{{name}}}:shares"),
             demand: format!("watertight:{{{name}}}:demand"),
@@ -236,7 +241,12 @@ impl<R: Runtime> Core<R> {
         let push = {
             let released = Arc::clone(&released);
             let subscribed = Arc::clone(&subscribed);
-            let channel = keys.channel.clone();
+            // The channel this handle listens on: releases per call, the
+            // wanted notices in leased mode.
+            let channel = match config.mode {
+                super::config::Mode::Leased { .. } => keys.wanted.clone(),
+                super::config::Mode::PerCall => keys.channel.clone(),
+            };
             move |push: PushInfo| {
                 on_push(&push, &channel, &released, &subscribed);
                 Ok::<(), ::redis::aio::SendError>(())
@@ -362,6 +372,7 @@ impl<R: Runtime> Core<R> {
                     .arg(floor)
                     .arg(u8::from(report.fresh))
                     .arg(&self.keys.channel)
+                    .arg(&self.keys.wanted)
                     .invoke_async(&mut con),
             )
             .await?;
@@ -397,16 +408,21 @@ impl<R: Runtime> Core<R> {
         self.subscribed.load(Ordering::Acquire)
     }
 
-    /// Subscribes the connection to the release channel.
+    /// Subscribes the connection to its channel: the release channel per
+    /// call, the wanted channel in leased mode.
     pub(super) async fn subscribe(&self) {
         let mut con = self.con.clone();
-        if self.run(con.subscribe(&self.keys.channel)).await.is_ok() {
+        let channel = match self.config.mode {
+            super::config::Mode::Leased { .. } => &self.keys.wanted,
+            super::config::Mode::PerCall => &self.keys.channel,
+        };
+        if self.run(con.subscribe(channel)).await.is_ok() {
             self.subscribed.store(true, Ordering::Release);
         }
     }
 
     /// Woken by a release anywhere (as many as it freed slots), and all at
-    /// once by a lost connection.
+    /// once by a lost connection; in leased mode, by a wanted notice.
     pub(super) fn listen(&self) -> EventListener {
         self.released.listen()
     }

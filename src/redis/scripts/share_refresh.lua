@@ -20,6 +20,10 @@
 -- ARGV[7]  1 if the process starts a new lease (it held none, or lost
 --          it): it takes a new fencing token
 -- ARGV[8]  the channel per-call waiters listen on
+-- ARGV[9]  the channel leased processes listen on: a process granted
+--          less than its fair share publishes its name there, so that
+--          processes holding more than they need refresh (and give back)
+--          at once
 --
 -- Safety: a process is granted at most what the limit leaves after the
 -- per-call holders and every other live share as recorded; what is
@@ -117,5 +121,8 @@ if before > recorded then
 end
 if freed > 0 then
   redis.call('PUBLISH', ARGV[8], freed)
+end
+if grant < target then
+  redis.call('PUBLISH', ARGV[9], me)
 end
 return {grant, recorded, token, lost, per_call + others + recorded, target}
