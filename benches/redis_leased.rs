@@ -176,9 +176,11 @@ fn main() {
     rt.block_on(rate_rows(&server));
 
     println!();
-    println!("| fleet: 4 processes × 16 tasks, 1 s | pairs per second | Redis calls per pair |");
+    println!(
+        "| fleet: 4 processes × 16 tasks, 1 s | pairs (or admitted checks) per second | Redis calls per pair (or check) |"
+    );
     println!("|---|---|---|");
-    for mode in ["leased", "per-call"] {
+    for mode in ["leased", "per-call", "rate-leased", "rate-per-call"] {
         let before = server.evalsha_calls();
         let children: Vec<_> = (0..4)
             .map(|_| {
@@ -328,9 +330,14 @@ async fn rate_rows(server: &RedisServer) {
 }
 
 /// One process of the fleet: 16 tasks taking and dropping permits for 1 s
-/// (after a warm-up); prints the pairs done.
+/// (after a warm-up), or checking a global rate (`rate-…` modes, a quota
+/// of 1,000,000/s); prints the pairs done (or checks admitted).
 fn fleet_process(mode: &str) {
     let url = std::env::var("WT_URL").unwrap();
+    if let Some(rate_mode) = mode.strip_prefix("rate-") {
+        runtime().block_on(fleet_rate(&url, rate_mode == "leased"));
+        return;
+    }
     runtime().block_on(async {
         let config = if mode == "leased" {
             leased()
@@ -364,4 +371,42 @@ fn fleet_process(mode: &str) {
         g.close().await.unwrap();
         println!("{}", pairs.load(Ordering::Relaxed));
     });
+}
+
+/// A fleet process of the rate rows: 16 tasks checking one unkeyed global
+/// rate of 1,000,000/s (the fastest a quota in µs goes; burst 100,000)
+/// for 1 s; prints the checks admitted (the fleet's total is at most the
+/// quota: a leased fleet that reaches it is held to it).
+async fn fleet_rate(url: &str, leased: bool) {
+    let quota = Quota::per_second(1_000_000).burst(100_000);
+    let mut config = GlobalRateConfig::builder(quota).store_timeout(Duration::from_secs(2));
+    if leased {
+        config = config.leased(Duration::from_millis(100));
+    }
+    let api = GlobalRateLimiter::connect(url, "bench-fleet-rate", config.build().unwrap()).unwrap();
+    // Connected (and, leased, the first lease taken) before the second
+    // starts; no cells leased ahead beyond that, so that the second's
+    // count is what the fleet was let through in it.
+    let _ = api.check(&RateKey::whole()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let admitted = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (api, stop, admitted) = (api.clone(), stop.clone(), admitted.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                if black_box(api.check(&RateKey::whole()).await).is_ok() {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    api.close().await;
+    println!("{}", admitted.load(Ordering::Relaxed));
 }
