@@ -298,15 +298,15 @@ fn hedging_at_the_p95_cuts_the_tail_for_a_few_percent_more_load() {
     assert_eq!(m.sent() as u64, ours.attempts - REQUESTS);
     // Beside tower's, in the same requests. Its histogram (HdrHistogram,
     // three significant digits, whole milliseconds) holds the p95 of these
-    // whole-millisecond latencies exactly, 20 ms; ours reports the top of
-    // its bucket, at most a sixteenth above (20.97 ms here), so its hedges
-    // start at most one 1 ms step later: a p99 within that of tower's. Its
+    // whole-millisecond latencies exactly, 20 ms; ours reports the largest
+    // value its bucket was given, 20 ms too (the bucket's top, 20.97 ms,
+    // would start every hedge one 1 ms step later). Its
     // histogram is empty for a full period (15 s, about 1000 requests) and
     // it hedges nothing meanwhile, so its p99.9 is a slow attempt; ours
     // hedges from the 100th sample on. Both stay within 5 % more load.
     #[cfg(feature = "tokio")]
     {
-        assert!(ours.p99 <= tower.p99 + MS, "{ours:?} vs tower {tower:?}");
+        assert!(ours.p99 <= tower.p99, "{ours:?} vs tower {tower:?}");
         assert!(tower.p999 >= 500 * MS, "{tower:?}");
         assert!(ours.p999 * 3 <= tower.p999, "{ours:?} vs tower {tower:?}");
         assert!(tower.extra_load <= 0.05, "{tower:?}");

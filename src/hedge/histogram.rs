@@ -162,9 +162,11 @@ impl core::error::Error for PercentileError {}
 ///
 /// **Buckets.** Logarithmic, as HdrHistogram's are: exact below 16 ns,
 /// then 16 buckets per power of two up to 2⁶⁴ ns (584 years), 976 in all.
-/// A percentile reports the largest value of its bucket, so it is never
-/// below the true one and at most 6.25 % above it (a hedge sent a little
-/// late, never early). There is **no upper cap**: every duration has a
+/// A percentile reports the largest value its bucket has been given (one
+/// more atomic per bucket, raised by a record only when it is larger), so
+/// it is never below the true one and at most 6.25 % above it, the
+/// bucket's top (a hedge sent a little late, never early); on latencies
+/// that repeat (whole milliseconds) it is exact. There is **no upper cap**: every duration has a
 /// bucket (past 584 years, the last one). tower's `Hedge` once kept
 /// HdrHistogram's bounds of 1 ms to 10 s and reported an error for every
 /// slower call (tower#475); HdrHistogram itself needs a highest trackable
@@ -224,7 +226,8 @@ impl core::error::Error for PercentileError {}
 ///     latencies.record(Duration::from_millis(ms));
 /// }
 /// let p95 = latencies.percentile(Percentile::P95).unwrap();
-/// // 95 ms, reported as the top of its bucket: within 6.25 % above.
+/// // 95 ms, reported as the largest value its bucket was given: 95 ms here,
+/// // never below and at most 6.25 % above.
 /// assert!(p95 >= Duration::from_millis(95) && p95 <= Duration::from_micros(95_000 * 17 / 16));
 /// assert_eq!(latencies.len(), 100);
 /// ```
@@ -232,10 +235,15 @@ pub struct LatencyHistogram {
     window: u32,
     recorded: AtomicU64,
     slots: [AtomicU64; 2 * BUCKETS],
+    /// The largest value each bucket has ever been given (never reset: a
+    /// bucket's values are within 6.25 % of each other, so an old one
+    /// costs at most that much, as the bucket's top would).
+    maxes: [AtomicU64; BUCKETS],
 }
 
 impl LatencyHistogram {
-    /// Buckets in a histogram (each with two slots of 8 bytes: 15.6 KB).
+    /// Buckets in a histogram (each with two slots of 8 bytes and its
+    /// largest value, 8 more: 23.4 KB).
     #[cfg(not(loom))]
     pub const BUCKETS: usize = BUCKETS;
 
@@ -256,6 +264,7 @@ impl LatencyHistogram {
                 window: if window == 0 { 1 } else { window },
                 recorded: AtomicU64::new(0),
                 slots: new_slots(),
+                maxes: new_maxes(),
             }
         }
     }
@@ -288,6 +297,10 @@ impl LatencyHistogram {
     pub fn record(&self, latency: Duration) {
         let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         let bucket = bucket_of(nanos);
+        let max = &self.maxes[bucket];
+        if max.load(Ordering::Relaxed) < nanos {
+            max.fetch_max(nanos, Ordering::Relaxed);
+        }
         let seq = self.recorded.fetch_add(1, Ordering::Relaxed);
         let window = seq / u64::from(self.window);
         let tag = window as u32; // wraps: compared by distance
@@ -404,12 +417,12 @@ impl LatencyHistogram {
             last = Some(b);
             seen += n;
             if seen >= rank {
-                return Some(Duration::from_nanos(bucket_max(b)));
+                return Some(Duration::from_nanos(self.top(b)));
             }
         }
         // Records raced with the read and moved the windows on: fewer
         // samples than counted at first. The largest still there.
-        last.map(|b| Duration::from_nanos(bucket_max(b)))
+        last.map(|b| Duration::from_nanos(self.top(b)))
     }
 
     /// Forgets every sample (a read after it sees none until new ones are
@@ -445,6 +458,19 @@ impl LatencyHistogram {
         (now, now.wrapping_sub(1))
     }
 
+    /// What a percentile in bucket `b` reads: the largest value the
+    /// bucket has been given (never below a sample it holds), or its top.
+    #[inline]
+    fn top(&self, b: usize) -> u64 {
+        let top = bucket_max(b);
+        match self.maxes[b].load(Ordering::Relaxed) {
+            // A record racing the read may have counted before it raised
+            // the maximum: the bucket's top, as without one.
+            m if m == 0 || m > top || bucket_of(m) != b => top,
+            m => m,
+        }
+    }
+
     /// Bucket `b`'s samples of windows `now` and `before` (a slot of
     /// window 0 is counted only once something is recorded: `before` of
     /// window 0 is `u32::MAX`, which no slot holds yet).
@@ -458,6 +484,20 @@ impl LatencyHistogram {
             }
         }
         n
+    }
+}
+
+crate::sync::const_fn! {
+    /// No bucket has seen a value.
+    const fn new_maxes() -> [AtomicU64; BUCKETS] {
+        #[cfg(not(loom))]
+        {
+            [const { AtomicU64::new(0) }; BUCKETS]
+        }
+        #[cfg(loom)]
+        {
+            core::array::from_fn(|_| AtomicU64::new(0))
+        }
     }
 }
 
