@@ -92,9 +92,10 @@
 //! both) with the fuzzer's bytes; `config` feeds `BreakerConfig` and
 //! `PolicyConfig` hostile JSON and environment variables. The corpus kept in
 //! `fuzz/corpus/` is small (16 inputs per differential target, 10 hand-written
-//! configs); CI runs each target for 45 s from it, about 40,000–70,000
-//! executions of each differential target (a case is up to 256 steps) and
-//! 1.1–1.7 million configs. 150 s of each found nothing: 230,216 breaker
+//! configs); CI runs each target for 30 s from it (45 s until five targets
+//! made the stage long), about 25,000–45,000 executions of each
+//! differential target (a case is up to 256 steps) and 0.7–1.1 million
+//! configs. 150 s of each found nothing: 230,216 breaker
 //! cases, 152,217 bulkhead cases, 4,953,550 configs.
 //! `wire` feeds the budget header parser (`deadline::wire`) any bytes in
 //! both formats, and the encoder any duration: about 100,000 inputs a
