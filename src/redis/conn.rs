@@ -12,8 +12,11 @@ use core::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{IntoConnectionInfo, RedisError};
 
+use event_listener::Event;
+
 use super::error::StoreFailure;
 use super::runtime::Runtime;
+use crate::clock::Instant;
 
 /// The connection manager's settings for a store timeout of
 /// `store_timeout`: our own timeout ([`timed`]) cuts each command, and
@@ -64,5 +67,26 @@ where
             }
         }),
         () = clock.sleep_until(end) => Err(StoreFailure::TimedOut),
+    }
+}
+
+/// Waits until `done()` holds (checked at once and after each
+/// notification of `changed`) or `until` comes on `clock`, whichever is
+/// first: how a caller waits for a keeper's first refresh.
+pub(super) async fn wait_for<R: Runtime>(
+    changed: &Event,
+    done: impl Fn() -> bool,
+    clock: &R,
+    until: Instant,
+) {
+    loop {
+        let listener = changed.listen();
+        if done() {
+            return;
+        }
+        tokio::select! {
+            () = listener => {}
+            () = clock.sleep_until(until) => return,
+        }
     }
 }

@@ -202,16 +202,8 @@ impl<R: Runtime> Share<R> {
 
     /// Waits (until `until`) for the keeper's first refresh attempt.
     pub(super) async fn first_attempt(&self, clock: &R, until: Instant) {
-        loop {
-            let listener = self.changed.listen();
-            if self.tried.load(Ordering::Acquire) {
-                return;
-            }
-            tokio::select! {
-                () = listener => {}
-                () = clock.sleep_until(until) => return,
-            }
-        }
+        let tried = || self.tried.load(Ordering::Acquire);
+        super::conn::wait_for(&self.changed, tried, clock, until).await;
     }
 
     /// Why there is no lease: the last refresh's failure (a timeout if

@@ -144,16 +144,8 @@ impl Pocket {
 
     /// Waits (until `until`) for the keeper's first refresh attempt.
     pub(super) async fn first_attempt<R: Runtime>(&self, clock: &R, until: Instant) {
-        loop {
-            let listener = self.changed.listen();
-            if self.has_tried() || self.has_ended() {
-                return;
-            }
-            tokio::select! {
-                () = listener => {}
-                () = clock.sleep_until(until) => return,
-            }
-        }
+        let done = || self.has_tried() || self.has_ended();
+        crate::redis::conn::wait_for(&self.changed, done, clock, until).await;
     }
 
     /// The keeper's one write (see [`Cells::refill`]).
