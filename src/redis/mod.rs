@@ -897,7 +897,7 @@ impl<R: Runtime> GlobalBulkhead<R> {
     fn ask(
         &self,
         member: String,
-    ) -> impl Future<Output = Result<Acquired, StoreFailure>> + Send + 'static {
+    ) -> impl Future<Output = Result<Acquired, StoreFailure>> + Send + 'static + use<R> {
         let inner = Arc::clone(&self.inner);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let runtime = inner.core.clock.clone();
