@@ -224,7 +224,7 @@ mod share;
 mod store;
 mod telemetry;
 
-pub use config::{Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError, Mode};
+pub use config::{Ack, Fallback, GlobalConfig, GlobalConfigBuilder, GlobalConfigError, Mode};
 pub use error::{GlobalBuildError, GlobalError, StoreFailure};
 pub use rate::{
     GlobalRateBuildError, GlobalRateConfig, GlobalRateConfigBuilder, GlobalRateConfigError,
@@ -387,6 +387,57 @@ impl GlobalBulkhead {
     ) -> Result<Self, GlobalBuildError> {
         Self::connect_on(url, name, config, TokioClock)
     }
+
+    /// A global bulkhead for system `name` on the primary that the Redis
+    /// Sentinels at `sentinels` (`redis://host:port`, each a Sentinel)
+    /// name `master`, followed across failovers without a restart.
+    ///
+    /// Like [`connect`](GlobalBulkhead::connect), it does not wait: the
+    /// Sentinels are first asked by the first command. After a command
+    /// fails on the connection (the primary died, refused, timed out, or
+    /// answered `READONLY` because it was demoted), the next command asks
+    /// the Sentinels again, and redis-rs checks that the server they name
+    /// calls itself a primary before it is used; commands then go to the
+    /// new primary (with the store breaker and the [fallback](Fallback)
+    /// in between, as for any outage). The primary's connection speaks
+    /// RESP3 without a password or database number (Sentinel URLs may
+    /// carry their own credentials).
+    ///
+    /// A failover is where Redis's asynchronous replication can lose the
+    /// last grants: pair this with
+    /// [`acknowledged`](GlobalConfigBuilder::acknowledged) grants when the
+    /// limit must hold across it (see [the module](self#failover)).
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalBuildError::BadUrl`] for an empty list or a URL redis-rs
+    /// cannot open, and the rest as [`connect`](GlobalBulkhead::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20)
+    ///     .acknowledged(1, Duration::from_millis(50)) // a grant survives the primary
+    ///     .build()
+    ///     .unwrap();
+    /// let sentinels = ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/", "redis://127.0.0.1:26381/"];
+    /// // No Sentinel needs to be there yet.
+    /// let payments = GlobalBulkhead::connect_sentinel(&sentinels, "main", "payments", config).unwrap();
+    /// assert_eq!(payments.name(), "payments");
+    /// # });
+    /// ```
+    pub fn connect_sentinel(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalConfig,
+    ) -> Result<Self, GlobalBuildError> {
+        Self::connect_sentinel_on(sentinels, master, name, config, TokioClock)
+    }
 }
 
 impl<R: Runtime> GlobalBulkhead<R> {
@@ -415,11 +466,57 @@ impl<R: Runtime> GlobalBulkhead<R> {
         config: GlobalConfig,
         runtime: R,
     ) -> Result<Self, GlobalBuildError> {
+        Self::open(|m| conn::Link::direct(url, m), name, config, runtime)
+    }
+
+    /// Like [`connect_sentinel`](GlobalBulkhead::connect_sentinel), on
+    /// `runtime` (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_sentinel`](GlobalBulkhead::connect_sentinel).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).build().unwrap();
+    /// let sentinels = ["redis://127.0.0.1:1/", "redis://127.0.0.1:2/"];
+    /// let g = GlobalBulkhead::connect_sentinel_on(&sentinels, "main", "payments", config, TokioClock).unwrap();
+    /// assert_eq!(g.name(), "payments");
+    /// # });
+    /// ```
+    pub fn connect_sentinel_on(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalBuildError> {
+        Self::open(
+            |m| conn::Link::sentinel(sentinels, master, m),
+            name,
+            config,
+            runtime,
+        )
+    }
+
+    fn open(
+        connect: impl FnOnce(
+            ::redis::aio::ConnectionManagerConfig,
+        ) -> Result<conn::Link, ::redis::RedisError>,
+        name: &'static str,
+        config: GlobalConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalBuildError> {
         check_name(name)?;
         if !runtime.can_spawn() {
             return Err(GlobalBuildError::NoRuntime);
         }
-        let core = Core::open(url, name, config, runtime.clone())?;
+        let core = Core::open(connect, name, config, runtime.clone())?;
 
         let breaker = HeapBreaker::try_new(name, config.store_breaker, runtime.clone())
             .map_err(|e| GlobalBuildError::Config(GlobalConfigError::StoreBreaker(e)))?;
