@@ -209,6 +209,108 @@ fn acknowledged_grants_pass_with_a_replica_in_sync() {
     });
 }
 
+/// A planned failover (`SENTINEL FAILOVER`): the old primary stays up as
+/// the new one's replica, so a connection to it is not dropped but
+/// answers writes with `READONLY` (or is closed by the demotion); the
+/// client asks the Sentinels again and its grants go to the new primary.
+#[test]
+fn a_planned_failover_is_followed_to_the_new_primary() {
+    let group = SentinelGroup::start();
+    let urls = group.sentinel_urls();
+    let sentinels: Vec<&str> = urls.iter().map(String::as_str).collect();
+    runtime().block_on(async {
+        let config = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(250))
+            .store_breaker(quick_breaker())
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect_sentinel(&sentinels, MASTER, "payments", config).unwrap();
+        for _ in 0..10 {
+            g.try_acquire().await.unwrap().release().await.unwrap();
+        }
+        let old = group.planned_failover();
+        let new = group.wait_for_failover(old, Duration::from_secs(15));
+        // Sentinel turns the old primary into a replica some 8 s later
+        // (once it has reported itself a primary for that long); the test
+        // does it at once, as Sentinel would.
+        group.demote(old, new);
+        assert!(group.is_replica(old));
+        // Bounded: 10 s of tries 20 ms apart.
+        let mut held = None;
+        for _ in 0..500 {
+            if let Ok(p) = g.try_acquire().await {
+                held = Some(p);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let p = held.expect("no grant within 10 s of the failover");
+        assert!(p.is_global());
+        // Written on the new primary (the old one, a replica now, has it
+        // by replication only if the new one granted it).
+        assert_eq!(group.zcard(new, HOLDERS), 1);
+        drop(p);
+        g.close().await.unwrap();
+        assert_eq!(group.zcard(new, HOLDERS), 0);
+    });
+}
+
+/// A planned failover with acknowledged grants: the old primary, not yet
+/// demoted by Sentinel, still answers but has no replica left, so its
+/// grants go unacknowledged; that makes the client ask the Sentinels
+/// again and move to the new primary, where grants are acknowledged once
+/// the old primary is its replica.
+#[test]
+fn an_unacknowledged_grant_makes_the_client_ask_the_sentinels_again() {
+    let group = SentinelGroup::start();
+    let urls = group.sentinel_urls();
+    let sentinels: Vec<&str> = urls.iter().map(String::as_str).collect();
+    runtime().block_on(async {
+        let config = GlobalConfig::builder(2)
+            .store_timeout(Duration::from_millis(250))
+            .store_breaker(quick_breaker())
+            .acknowledged(1, Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let g = GlobalBulkhead::connect_sentinel(&sentinels, MASTER, "payments", config).unwrap();
+        for _ in 0..10 {
+            g.try_acquire().await.unwrap().release().await.unwrap();
+        }
+        let old = group.planned_failover();
+        let new = group.wait_for_failover(old, Duration::from_secs(15));
+        // The old primary answers until Sentinel demotes it (some 8 s);
+        // bounded: 3 s of tries 20 ms apart.
+        for _ in 0..150 {
+            if group.evalsha_calls(new) > 0 {
+                break;
+            }
+            let err = g.try_acquire().await.unwrap_err();
+            assert!(matches!(err, GlobalError::StoreUnavailable(_)), "{err:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            group.evalsha_calls(new) > 0,
+            "the client stayed on the replaced primary"
+        );
+        assert!(g.metrics().unacknowledged >= 1);
+        group.demote(old, new);
+        group.wait_in_sync(old);
+        let mut held = None;
+        for _ in 0..500 {
+            if let Ok(p) = g.try_acquire().await {
+                held = Some(p);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let held = held.expect("no acknowledged grant on the new primary");
+        assert!(held.is_global());
+        assert_eq!(group.zcard(new, HOLDERS), 1);
+        drop(held);
+        g.close().await.unwrap();
+    });
+}
+
 // ---------------------------------------------------------------------------
 // The failover.
 

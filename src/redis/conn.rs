@@ -132,6 +132,16 @@ impl Link {
         }
     }
 
+    /// Asks the Sentinels again before the next command (a Sentinel
+    /// link; nothing for one Redis): a write that no replica acknowledged
+    /// may have gone to a primary that Sentinel has replaced (its replica
+    /// promoted), which still answers until Sentinel demotes it.
+    pub(super) fn suspect(&self) {
+        if let Link::Sentinel(link) = self {
+            link.suspect.store(true, Ordering::Release);
+        }
+    }
+
     /// Which connection this is: it changes when Sentinel names another
     /// primary (whose connection holds no subscription yet).
     pub(super) fn generation(&self) -> u64 {
@@ -199,8 +209,9 @@ impl ConnectionLike for Link {
 /// Each command goes to a connection manager for the primary Sentinel last
 /// named. A command that fails on the connection (an I/O error, a refused
 /// or dropped connection, `READONLY` from a primary turned replica,
-/// `MASTERDOWN`) or never finishes (cut by the store timeout) makes the
-/// link *suspect*: the next command first asks the Sentinels again (one at
+/// `MASTERDOWN`; an error reply counts as well as an error) or never
+/// finishes (cut by the store timeout), or a write no replica acknowledged
+/// ([`Link::suspect`]), makes the link *suspect*: the next command first asks the Sentinels again (one at
 /// a time; the others wait for its answer rather than use a connection
 /// that may point at a demoted or restarted server), and redis-rs checks
 /// that the server they name calls itself a primary. A new address gets a
@@ -272,9 +283,11 @@ impl<'a> Watch<'a> {
         }
     }
 
-    fn settle<T>(&mut self, r: &Result<T, RedisError>) {
+    /// A command's answer: an error reply comes back as a value here (the
+    /// caller turns it into an error), so both are looked at.
+    fn settle<T: Replies>(&mut self, r: &Result<T, RedisError>) {
         self.settled = match r {
-            Ok(_) => true,
+            Ok(v) => !v.replies().any(is_role_error),
             Err(e) => !is_link_error(e),
         };
     }
@@ -293,9 +306,41 @@ impl Drop for Watch<'_> {
 /// (the server is a replica now) and `MASTERDOWN`.
 fn is_link_error(e: &RedisError) -> bool {
     match e.kind() {
-        ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown) => true,
-        ErrorKind::Server(_) => false,
+        ErrorKind::Server(k) => is_role_kind(k),
         _ => true,
+    }
+}
+
+fn is_role_kind(k: ServerErrorKind) -> bool {
+    matches!(k, ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+}
+
+/// Whether a reply is an error that says the server is not a primary (a
+/// script's write on a replica answers `READONLY`).
+fn is_role_error(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind().is_some_and(is_role_kind))
+}
+
+/// The replies of one command, or of a pipeline.
+trait Replies {
+    fn replies(&self) -> impl Iterator<Item = &Value>;
+}
+
+impl Replies for Value {
+    fn replies(&self) -> impl Iterator<Item = &Value> {
+        core::iter::once(self)
+    }
+}
+
+impl Replies for Vec<Value> {
+    fn replies(&self) -> impl Iterator<Item = &Value> {
+        self.iter()
+    }
+}
+
+impl Replies for () {
+    fn replies(&self) -> impl Iterator<Item = &Value> {
+        core::iter::empty()
     }
 }
 

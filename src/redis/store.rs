@@ -341,6 +341,8 @@ impl<R: Runtime> Core<R> {
         match (acked, self.config.ack) {
             (Some(acked), Some(ack)) if acked < ack.replicas => {
                 self.stats.unacknowledged(self.name, acked, ack.replicas);
+                // Perhaps a primary Sentinel has replaced: ask again.
+                self.link.suspect();
                 Err(StoreFailure::NotAcknowledged {
                     acked,
                     wanted: ack.replicas,

@@ -189,7 +189,7 @@ impl SentinelGroup {
     }
 
     /// Waits until the replica on `port` has its link to the primary up.
-    fn wait_in_sync(&self, port: u16) {
+    pub fn wait_in_sync(&self, port: u16) {
         wait_until(Duration::from_secs(10), "the replica in sync", || {
             info_replication(port).is_some_and(|i| i.contains("master_link_status:up"))
         });
@@ -277,6 +277,58 @@ impl SentinelGroup {
             .query(&mut c)
             .unwrap();
         replica.port
+    }
+
+    /// Asks a Sentinel for a failover with the primary alive (`SENTINEL
+    /// FAILOVER`): the replica is promoted and the old primary, still
+    /// running with its connections, is turned into its replica. Returns
+    /// the old primary's port.
+    pub fn planned_failover(&self) -> u16 {
+        let old = self.primary_port().expect("a Sentinel naming the primary");
+        let mut c = connection(self.sentinels[0].port).expect("a Sentinel");
+        let () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER)
+            .query(&mut c)
+            .expect("SENTINEL FAILOVER accepted");
+        old
+    }
+
+    /// Turns the node on `port` into a replica of `primary` (`REPLICAOF`),
+    /// as Sentinel does with a primary it replaced; its connections stay.
+    pub fn demote(&self, port: u16, primary: u16) {
+        let mut c = connection(port).expect("a data node");
+        let () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(primary)
+            .query(&mut c)
+            .unwrap();
+    }
+
+    /// `EVALSHA` calls the node on `port` has run (`INFO commandstats`):
+    /// the scripts clients sent it (a replica applies their effects, not
+    /// the calls).
+    pub fn evalsha_calls(&self, port: u16) -> u64 {
+        let mut c = connection(port).expect("a data node");
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|v| v.split(',').next())
+            .map_or(0, |v| v.parse().unwrap())
+    }
+
+    /// Whether the node on `port` is a replica now.
+    pub fn is_replica(&self, port: u16) -> bool {
+        info_replication(port).is_some_and(|i| i.contains("role:slave"))
+    }
+
+    /// Members of the sorted set `key` on the node on `port`.
+    pub fn zcard(&self, port: u16, key: &str) -> u64 {
+        let mut c = connection(port).expect("a data node");
+        redis::cmd("ZCARD").arg(key).query(&mut c).unwrap()
     }
 
     /// Thaws the node on `port` (SIGCONT).
