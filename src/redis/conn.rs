@@ -221,7 +221,12 @@ pub(super) struct SentinelLink {
     sentinel: tokio::sync::Mutex<SentinelClient>,
     /// The current primary's connection manager and client.
     current: Mutex<Option<(ConnectionManager, Client)>>,
-    /// Ask the Sentinels before the next command (set at first).
+    /// Ask the Sentinels before the next command (set at first). A plain
+    /// flag: it is cleared only under the `sentinel` lock, after the
+    /// answer is installed, so a command that fails while another asks
+    /// may see its mark cleared by an answer the Sentinels gave before
+    /// that failure; then the next command that fails on the connection
+    /// marks it again (at worst one more failed command).
     suspect: AtomicBool,
     generation: AtomicU64,
     manager: ConnectionManagerConfig,
