@@ -275,13 +275,13 @@
 //! system with `acknowledged(1, 100 ms)`, one without. The replica is cut
 //! off for 300 ms before the primary is killed with SIGKILL, the way a
 //! lagging replica loses the last writes; the killed node comes back as
-//! the new primary's replica 1.5 s after the promotion; eight runs):
+//! the new primary's replica 1.5 s after the promotion; nine runs):
 //!
 //! | | acknowledged | not acknowledged |
 //! |---|---|---|
 //! | calls over the limit (fleet, at most 6 at once) | 0 | 0 |
 //! | fencing tokens handed out twice | 0 | 34–114 per run |
-//! | limit 1: a grant taken while the replica is cut off | refused (`NotAcknowledged`) | granted, lost in the failover; a second holder got the only slot 1.80–2.28 s after the kill while the first still ran |
+//! | limit 1: a grant taken while the replica is cut off | refused (`NotAcknowledged`) | granted, lost in the failover; a second holder got the only slot 1.79–2.28 s after the kill while the first still ran |
 //! | per-call grants resume after the kill | 3.29–3.99 s (once the killed node is back as a replica, 3.28–3.53 s) | 2.03–2.71 s (Sentinel promoted the replica 1.70–1.92 s after the kill) |
 //! | leased processes | kept serving from the share acknowledged before the cut until its lease (3 s) ended; a new share once a replica was back | kept serving from their share, refreshed on the new primary after the promotion |
 //!
