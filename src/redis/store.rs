@@ -12,11 +12,12 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ::redis::aio::ConnectionManager;
-use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
+use ::redis::aio::ConnectionManagerConfig;
+use ::redis::{Cmd, ErrorKind, PushInfo, PushKind, RedisError, Script, ServerErrorKind, Value};
 use event_listener::{Event, EventListener};
 
 use super::config::GlobalConfig;
+use super::conn::Link;
 use super::error::{GlobalBuildError, StoreFailure};
 use super::runtime::Runtime;
 use super::telemetry::Stats;
@@ -191,11 +192,14 @@ pub(super) struct Core<R> {
     pub(super) stats: Stats,
     keys: Keys,
     scripts: Scripts,
-    con: ConnectionManager,
+    link: Link,
     /// Told by the push handler: a release elsewhere, or a lost connection.
     released: Arc<Event>,
-    /// Whether the connection is subscribed to the release channel.
+    /// Whether the connection is subscribed to the release channel, and
+    /// the link's generation it subscribed on (a Sentinel link that moved
+    /// to a new primary holds no subscription yet).
     subscribed: Arc<AtomicBool>,
+    subscribed_on: AtomicU64,
     leases: Mutex<HashMap<u64, Arc<Lease>>>,
     /// Set (under the `leases` lock) by `GlobalBulkhead::close`: no lease
     /// is recorded after it.
@@ -207,34 +211,24 @@ pub(super) struct Core<R> {
     /// The keeper's future was dropped (its runtime shut down) without
     /// `close`: releases go to Redis on a blocking connection from then on.
     keeper_gone: AtomicBool,
-    /// That blocking connection, made on first need; and whether it
-    /// failed once (then nothing more is tried: a shutdown must not wait a
-    /// store timeout per permit).
-    client: ::redis::Client,
+    /// That blocking connection (to the link's primary), made on first
+    /// need; and whether it failed once (then nothing more is tried: a
+    /// shutdown must not wait a store timeout per permit).
     blocking: Mutex<Option<::redis::Connection>>,
     blocking_failed: AtomicBool,
 }
 
 impl<R: Runtime> Core<R> {
-    /// The store of system `name` on the Redis at `url`. It does not wait
-    /// for Redis: the connection is made on first use, and again by itself
-    /// after it is lost.
+    /// The store of system `name` on the Redis that `connect` links to
+    /// (given the connection manager's settings, with the pushes wired).
+    /// It does not wait for Redis: the connection is made on first use,
+    /// and again by itself after it is lost.
     pub(super) fn open(
-        url: &str,
+        connect: impl FnOnce(ConnectionManagerConfig) -> Result<Link, RedisError>,
         name: &'static str,
         config: GlobalConfig,
         clock: R,
     ) -> Result<Self, GlobalBuildError> {
-        let info = url
-            .into_connection_info()
-            .map_err(GlobalBuildError::BadUrl)?;
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = ::redis::Client::open(info.set_redis_settings(settings))
-            .map_err(GlobalBuildError::BadUrl)?;
-
         let released = Arc::new(Event::new());
         let subscribed = Arc::new(AtomicBool::new(false));
         let keys = Keys::new(name);
@@ -256,8 +250,7 @@ impl<R: Runtime> Core<R> {
         let manager = super::conn::manager_config(config.store_timeout)
             .set_push_sender(push)
             .set_automatic_resubscription();
-        let con = ConnectionManager::new_lazy_with_config(client.clone(), manager)
-            .map_err(GlobalBuildError::BadUrl)?;
+        let link = connect(manager).map_err(GlobalBuildError::BadUrl)?;
 
         Ok(Core {
             clock,
@@ -266,15 +259,15 @@ impl<R: Runtime> Core<R> {
             stats: Stats::default(),
             keys,
             scripts: Scripts::new(),
-            con,
+            link,
             released,
             subscribed,
+            subscribed_on: AtomicU64::new(0),
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             alive: AtomicUsize::new(0),
             drained: Event::new(),
             keeper_gone: AtomicBool::new(false),
-            client,
             blocking: Mutex::new(None),
             blocking_failed: AtomicBool::new(false),
         })
@@ -299,24 +292,88 @@ impl<R: Runtime> Core<R> {
         out
     }
 
+    /// Runs `cmd` (an `EVALSHA` of `script`) under the store timeout,
+    /// loading the script on `NOSCRIPT` (a restarted or new primary) and
+    /// sending it again. With acknowledged grants, `WAIT` goes right behind
+    /// it in one pipeline (one round trip, on the same connection: a `WAIT`
+    /// on another connection would count that connection's writes, none),
+    /// and the answer says whether enough replicas had it (`None` without
+    /// acknowledged grants).
+    async fn eval(&self, script: &Script, cmd: &Cmd) -> Result<(Value, Option<u32>), StoreFailure> {
+        let mut link = self.link.clone();
+        let Some(ack) = self.config.ack else {
+            let v = self
+                .run(async {
+                    match cmd.query_async::<Value>(&mut link).await {
+                        Err(e) if is_noscript(&e) => {
+                            script.load_async(&mut link).await?;
+                            cmd.query_async(&mut link).await
+                        }
+                        r => r,
+                    }
+                })
+                .await?;
+            return Ok((v, None));
+        };
+        let ms = u64::try_from(ack.timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut pipe = ::redis::pipe();
+        pipe.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(ack.replicas)
+            .arg(ms);
+        let (v, acked) = self
+            .run(async {
+                match pipe.query_async::<(Value, u32)>(&mut link).await {
+                    Err(e) if is_noscript(&e) => {
+                        script.load_async(&mut link).await?;
+                        pipe.query_async(&mut link).await
+                    }
+                    r => r,
+                }
+            })
+            .await?;
+        Ok((v, Some(acked)))
+    }
+
+    /// The failure of a write `acked` by fewer replicas than asked for
+    /// (counted), if it was.
+    fn check_ack(&self, acked: Option<u32>) -> Result<(), StoreFailure> {
+        match (acked, self.config.ack) {
+            (Some(acked), Some(ack)) if acked < ack.replicas => {
+                self.stats.unacknowledged(self.name, acked, ack.replicas);
+                // Perhaps a primary Sentinel has replaced: ask again.
+                self.link.suspect();
+                Err(StoreFailure::NotAcknowledged {
+                    acked,
+                    wanted: ack.replicas,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Runs the acquire script for `member`: a grant with its fencing
-    /// token, or the limit reached and when the earliest lease ends.
+    /// token, or the limit reached and when the earliest lease ends. With
+    /// acknowledged grants, a grant that too few replicas had in time is
+    /// [`StoreFailure::NotAcknowledged`] (the caller gives it back).
     pub(super) async fn acquire(&self, member: &str) -> Result<Acquired, StoreFailure> {
-        let mut con = self.con.clone();
-        self.run(
-            self.scripts
-                .acquire
-                .key(&self.keys.holders)
-                .key(&self.keys.fence)
-                .key(&self.keys.sharers)
-                .key(&self.keys.shares)
-                .arg(self.config.limit)
-                .arg(self.lease_ms())
-                .arg(member)
-                .invoke_async::<Value>(&mut con),
-        )
-        .await
-        .and_then(|v| parse_acquire(&v))
+        let script = &self.scripts.acquire;
+        let mut cmd = evalsha(
+            script,
+            &[
+                &self.keys.holders,
+                &self.keys.fence,
+                &self.keys.sharers,
+                &self.keys.shares,
+            ],
+        );
+        cmd.arg(self.config.limit).arg(self.lease_ms()).arg(member);
+        let (v, acked) = self.eval(script, &cmd).await?;
+        let got = parse_acquire(&v)?;
+        if let Acquired::Granted { .. } = got {
+            self.check_ack(acked)?;
+        }
+        Ok(got)
     }
 
     /// Removes `members` in one script call.
@@ -326,25 +383,30 @@ impl<R: Runtime> Core<R> {
         for m in members {
             inv.arg(m);
         }
-        let mut con = self.con.clone();
+        let mut con = self.link.clone();
         let freed: u64 = self.run(inv.invoke_async(&mut con)).await?;
         self.stats.released(members.len());
         Ok(freed)
     }
 
     /// Renews `members`' leases in one script call; Redis answers with the
-    /// members it no longer had (or whose lease had ended there).
+    /// members it no longer had (or whose lease had ended there). With
+    /// acknowledged grants, a renewal too few replicas had in time is
+    /// [`StoreFailure::NotAcknowledged`]: it renewed nothing the caller
+    /// may count on.
     pub(super) async fn renew<'a>(
         &self,
         members: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<String>, StoreFailure> {
-        let mut inv = self.scripts.renew.key(&self.keys.holders);
-        inv.arg(&self.keys.channel).arg(self.lease_ms());
+        let script = &self.scripts.renew;
+        let mut cmd = evalsha(script, &[&self.keys.holders]);
+        cmd.arg(&self.keys.channel).arg(self.lease_ms());
         for m in members {
-            inv.arg(m);
+            cmd.arg(m);
         }
-        let mut con = self.con.clone();
-        self.run(inv.invoke_async::<Vec<String>>(&mut con)).await
+        let (v, acked) = self.eval(script, &cmd).await?;
+        self.check_ack(acked)?;
+        ::redis::from_redis_value(v).map_err(|_| StoreFailure::BadReply)
     }
 
     /// Refreshes this process's leased share: renews its lease, reports
@@ -354,34 +416,36 @@ impl<R: Runtime> Core<R> {
         report: &Report<'_>,
         floor: u32,
     ) -> Result<Refreshed, StoreFailure> {
-        let mut con = self.con.clone();
-        let v: Value = self
-            .run(
-                self.scripts
-                    .share_refresh
-                    .key(&self.keys.sharers)
-                    .key(&self.keys.shares)
-                    .key(&self.keys.demand)
-                    .key(&self.keys.fence)
-                    .key(&self.keys.holders)
-                    .arg(self.config.limit)
-                    .arg(self.lease_ms())
-                    .arg(report.member)
-                    .arg(report.demand)
-                    .arg(report.bound)
-                    .arg(floor)
-                    .arg(u8::from(report.fresh))
-                    .arg(&self.keys.channel)
-                    .arg(&self.keys.wanted)
-                    .invoke_async(&mut con),
-            )
-            .await?;
+        let script = &self.scripts.share_refresh;
+        let mut cmd = evalsha(
+            script,
+            &[
+                &self.keys.sharers,
+                &self.keys.shares,
+                &self.keys.demand,
+                &self.keys.fence,
+                &self.keys.holders,
+            ],
+        );
+        cmd.arg(self.config.limit)
+            .arg(self.lease_ms())
+            .arg(report.member)
+            .arg(report.demand)
+            .arg(report.bound)
+            .arg(floor)
+            .arg(u8::from(report.fresh))
+            .arg(&self.keys.channel)
+            .arg(&self.keys.wanted);
+        let (v, acked) = self.eval(script, &cmd).await?;
+        // Not acknowledged: the grant, the renewed lease and a new token
+        // may all be lost with the primary, so none of it is taken.
+        self.check_ack(acked)?;
         parse_refresh(&v)
     }
 
     /// Gives this process's whole leased share back.
     pub(super) async fn leave(&self, member: &str) -> Result<u64, StoreFailure> {
-        let mut con = self.con.clone();
+        let mut con = self.link.clone();
         let freed = self
             .run(self.leave_invocation(member).invoke_async(&mut con))
             .await?;
@@ -403,20 +467,23 @@ impl<R: Runtime> Core<R> {
         inv
     }
 
-    /// Whether the connection is subscribed to the release channel.
+    /// Whether the connection is subscribed to the release channel (on
+    /// the link's current connection).
     pub(super) fn is_subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Acquire)
+            && self.subscribed_on.load(Ordering::Acquire) == self.link.generation()
     }
 
     /// Subscribes the connection to its channel: the release channel per
     /// call, the wanted channel in leased mode.
     pub(super) async fn subscribe(&self) {
-        let mut con = self.con.clone();
         let channel = match self.config.mode {
             super::config::Mode::Leased { .. } => &self.keys.wanted,
             super::config::Mode::PerCall => &self.keys.channel,
         };
-        if self.run(con.subscribe(channel)).await.is_ok() {
+        let generation = self.link.generation();
+        if self.run(self.link.subscribe(channel)).await.is_ok() {
+            self.subscribed_on.store(generation, Ordering::Release);
             self.subscribed.store(true, Ordering::Release);
         }
     }
@@ -568,8 +635,10 @@ impl<R: Runtime> Core<R> {
         let timeout = Some(self.config.store_timeout);
         if slot.is_none() {
             *slot = self
-                .client
-                .get_connection_with_timeout(self.config.store_timeout)
+                .link
+                .client()
+                .ok_or_else(|| RedisError::from((ErrorKind::Client, "no primary known")))
+                .and_then(|c| c.get_connection_with_timeout(self.config.store_timeout))
                 .and_then(|c| {
                     c.set_read_timeout(timeout)?;
                     c.set_write_timeout(timeout)?;
@@ -601,6 +670,17 @@ impl<R: Runtime> Core<R> {
             leases.remove(&seq);
         }
     }
+}
+
+/// `EVALSHA` of `script` on `keys`; its arguments follow.
+fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+    let mut cmd = ::redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    cmd
+}
+
+fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {
