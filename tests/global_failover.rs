@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use global::{child, output, quick_breaker, reported, role, runtime};
+use global::{child, first_grant, output, quick_breaker, reported, role, runtime};
 use redis_server::RedisServer;
 use sentinel::{SentinelGroup, MASTER};
 use watertight::redis::{
@@ -236,15 +236,9 @@ fn a_planned_failover_is_followed_to_the_new_primary() {
         group.demote(old, new);
         assert!(group.is_replica(old));
         // Bounded: 10 s of tries 20 ms apart.
-        let mut held = None;
-        for _ in 0..500 {
-            if let Ok(p) = g.try_acquire().await {
-                held = Some(p);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let p = held.expect("no grant within 10 s of the failover");
+        let p = first_grant(&g, 500, Duration::from_millis(20))
+            .await
+            .expect("no grant within 10 s of the failover");
         assert!(p.is_global());
         // Written on the new primary (the old one, a replica now, has it
         // by replication only if the new one granted it).
@@ -295,15 +289,9 @@ fn an_unacknowledged_grant_makes_the_client_ask_the_sentinels_again() {
         assert!(g.metrics().unacknowledged >= 1);
         group.demote(old, new);
         group.wait_in_sync(old);
-        let mut held = None;
-        for _ in 0..500 {
-            if let Ok(p) = g.try_acquire().await {
-                held = Some(p);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let held = held.expect("no acknowledged grant on the new primary");
+        let held = first_grant(&g, 500, Duration::from_millis(20))
+            .await
+            .expect("no acknowledged grant on the new primary");
         assert!(held.is_global());
         assert_eq!(group.zcard(new, HOLDERS), 1);
         drop(held);
