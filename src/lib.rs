@@ -146,7 +146,7 @@
 //! `std` is the default; everything else is opt-in: a clock per runtime
 //! (`tokio`, `async-io`, `embassy`), `critical-section` for targets without
 //! compare-and-swap, the integrations (`tower`, `metrics`, `tracing`,
-//! `serde`) and a limit shared across processes on Redis (`redis`,
+//! `serde`), fault injection to test them (`chaos`) and a limit shared across processes on Redis (`redis`,
 //! `redis-smol`). What each one enables, what it needs and which runtimes it
 //! serves: [`guide::features`], the crate's one feature table.
 //!
@@ -238,6 +238,9 @@ pub mod rate;
 pub mod retry;
 pub mod throttle;
 
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 #[cfg(feature = "serde")]
 mod config_serde;
 #[cfg(feature = "metrics")]
@@ -277,6 +280,8 @@ pub mod futures {
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
+    #[cfg(feature = "chaos")]
+    pub use crate::chaos::Inject;
     pub use crate::deadline::Timeout;
     pub use crate::policy::{PolicyCall, RetryCall};
 }
