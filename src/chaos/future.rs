@@ -11,6 +11,20 @@ use pin_project_lite::pin_project;
 use super::Fault;
 
 pin_project! {
+    #[project = StateProj]
+    enum State<F, S, O> {
+        // Passed: the call itself.
+        Pass { #[pin] fut: F },
+        // The latency's sleep, then the call (made already, polled after).
+        Delay { #[pin] sleep: S, #[pin] fut: F, slept: bool },
+        // An injected error or outcome: ready on the first poll.
+        Replaced { out: Option<O>, fault: Fault },
+        // Never ready.
+        Hang,
+    }
+}
+
+pin_project! {
     /// One call through an [`Injector`](super::Injector): the call itself,
     /// the call after an injected latency, an injected error or outcome
     /// (ready on the first poll, the call not made), or an injected hang
@@ -42,49 +56,42 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Inject<F, S, O> {
         #[pin]
-        sleep: Option<S>,
-        #[pin]
-        fut: Option<F>,
-        out: Option<O>,
-        fault: Option<Fault>,
+        state: State<F, S, O>,
     }
 }
 
 impl<F, S, O> Inject<F, S, O> {
+    #[inline]
     pub(super) fn pass(fut: F) -> Self {
         Inject {
-            sleep: None,
-            fut: Some(fut),
-            out: None,
-            fault: None,
+            state: State::Pass { fut },
         }
     }
 
+    #[inline]
     pub(super) fn delayed(sleep: S, fut: F) -> Self {
         Inject {
-            sleep: Some(sleep),
-            fut: Some(fut),
-            out: None,
-            fault: Some(Fault::Latency),
+            state: State::Delay {
+                sleep,
+                fut,
+                slept: false,
+            },
         }
     }
 
+    #[inline]
     pub(super) fn replaced(fault: Fault, out: O) -> Self {
         Inject {
-            sleep: None,
-            fut: None,
-            out: Some(out),
-            fault: Some(fault),
+            state: State::Replaced {
+                out: Some(out),
+                fault,
+            },
         }
     }
 
+    #[inline]
     pub(super) fn hang() -> Self {
-        Inject {
-            sleep: None,
-            fut: None,
-            out: None,
-            fault: Some(Fault::Hang),
-        }
+        Inject { state: State::Hang }
     }
 
     /// The fault this call got, or `None` if it passes untouched.
@@ -104,15 +111,21 @@ impl<F, S, O> Inject<F, S, O> {
     /// assert_eq!(chaos.inject(async {}).fault(), None);
     /// ```
     pub fn fault(&self) -> Option<Fault> {
-        self.fault
+        match &self.state {
+            State::Pass { .. } => None,
+            State::Delay { .. } => Some(Fault::Latency),
+            State::Replaced { fault, .. } => Some(*fault),
+            State::Hang => Some(Fault::Hang),
+        }
     }
 }
 
 impl<F, S, O> fmt::Debug for Inject<F, S, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sleeping = matches!(self.state, State::Delay { slept: false, .. });
         f.debug_struct("Inject")
-            .field("fault", &self.fault)
-            .field("sleeping", &self.sleep.is_some())
+            .field("fault", &self.fault())
+            .field("sleeping", &sleeping)
             .finish_non_exhaustive()
     }
 }
@@ -126,19 +139,22 @@ where
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
-        let mut this = self.project();
-        if let Some(sleep) = this.sleep.as_mut().as_pin_mut() {
-            core::task::ready!(sleep.poll(cx));
-            this.sleep.set(None);
-        }
-        if let Some(fut) = this.fut.as_pin_mut() {
-            return fut.poll(cx);
-        }
-        match this.out.take() {
-            Some(out) => Poll::Ready(out),
-            // A hang, or polled again after its injected value: nothing
-            // will ever wake it, and nothing needs to.
-            None => Poll::Pending,
+        match self.project().state.project() {
+            StateProj::Pass { fut } => fut.poll(cx),
+            StateProj::Delay { sleep, fut, slept } => {
+                if !*slept {
+                    core::task::ready!(sleep.poll(cx));
+                    *slept = true;
+                }
+                fut.poll(cx)
+            }
+            StateProj::Replaced { out, .. } => match out.take() {
+                Some(out) => Poll::Ready(out),
+                // Polled again after its value: never ready again.
+                None => Poll::Pending,
+            },
+            // Nothing will ever wake it, and nothing needs to.
+            StateProj::Hang => Poll::Pending,
         }
     }
 }
