@@ -59,7 +59,7 @@
 //!
 //! | target | features built in CI |
 //! |---|---|
-//! | `thumbv7em-none-eabihf` | none; `alloc,embassy` (waiting for a permit builds in both) |
+//! | `thumbv7em-none-eabihf` | none; `alloc,embassy` (waiting for a permit builds in both); `chaos` |
 //! | `thumbv6m-none-eabi` | `critical-section`; `critical-section,alloc,embassy` (the wait queue's lock is a critical section there) |
 //!
 //! # Examples
