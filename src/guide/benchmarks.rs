@@ -1009,7 +1009,7 @@
 //! `benches/chaos.rs` (`cargo bench --bench chaos --features chaos --
 //! --warm-up-time 1 --measurement-time 3`, about a minute after the build;
 //! it prints the paired table itself after criterion's groups): what a
-//! [`chaos::Injector`](crate::chaos::Injector) costs when it injects
+//! `chaos::Injector` (feature `chaos`) costs when it injects
 //! nothing — disabled (one relaxed load), and enabled with every rate 0 (a
 //! draw of the sequence and the `passed` counter: two `fetch_add`s) —
 //! around a `Policy<&ManualClock>` call that answers at once (the call the
