@@ -39,6 +39,7 @@
 //! | carry that budget to the next service, so it stops when the caller has given up | [`deadline::wire`], and the `tower` layers `InboundDeadlineLayer` / `OutboundDeadlineLayer` (`http` feature) | `grpc-timeout` or a milliseconds header, what is left minus a network margin; a request with too little left is refused at admission ([guide](guide::deadline)) |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
 //! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry), `HedgeLayer` |
+//! | prove in a test that a policy holds when the system fails: errors, 503s, latency, hangs at a rate | `chaos::Injector` (feature `chaos`), or `tower::ChaosLayer` | seeded: the same faults on every run on `ManualClock`; switched on and off at run time; the resilience test kit is the guide's `chaos` page |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
 //! Why that order in a [`Policy`]: the bulkhead first, so a call refused for
@@ -146,7 +147,7 @@
 //! `std` is the default; everything else is opt-in: a clock per runtime
 //! (`tokio`, `async-io`, `embassy`), `critical-section` for targets without
 //! compare-and-swap, the integrations (`tower`, `metrics`, `tracing`,
-//! `serde`) and a limit shared across processes on Redis (`redis`,
+//! `serde`), fault injection to test them (`chaos`) and a limit shared across processes on Redis (`redis`,
 //! `redis-smol`). What each one enables, what it needs and which runtimes it
 //! serves: [`guide::features`], the crate's one feature table.
 //!
@@ -238,6 +239,9 @@ pub mod rate;
 pub mod retry;
 pub mod throttle;
 
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 #[cfg(feature = "serde")]
 mod config_serde;
 #[cfg(feature = "metrics")]
@@ -277,6 +281,8 @@ pub mod futures {
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
+    #[cfg(feature = "chaos")]
+    pub use crate::chaos::Inject;
     pub use crate::deadline::Timeout;
     pub use crate::policy::{PolicyCall, RetryCall};
 }

@@ -63,6 +63,9 @@
 //! | `hedges_total` | counter | `system`, `outcome` | hedged requests ([`HedgeExporter`], for a [`Hedge`](crate::hedge::Hedge)): `outcome` is `won`, `lost`, `not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker` or `not_sent_limited` |
 //! | `hedge_budget_tokens` | gauge | `system` | tokens left in the hedge budget |
 //! | `hedge_latency_seconds` | gauge | `system`, `quantile` | the hedge histogram's percentiles, `quantile` `0.5`, `0.95`, `0.99`, `0.999`; NaN without samples |
+//! | `chaos_injected_total` | counter | `system`, `fault` | faults a fault injector injected (`ChaosExporter`, feature `chaos`): `fault` is `error`, `outcome`, `latency` or `hang` |
+//! | `chaos_passed_total` | counter | `system` | calls it let through untouched while enabled |
+//! | `chaos_enabled` | gauge | `system` | 1 while it is enabled, 0 while not |
 //!
 //! The breaker's call numbers are **gauges of its window** (the last
 //! `window_size` outcomes), the very numbers it trips on — not totals: a
@@ -122,6 +125,13 @@ use crate::throttle::{AdaptiveThrottle, ThrottleMetrics};
 #[path = "metrics_export/hedge.rs"]
 mod hedge;
 pub use hedge::{HedgeExporter, HEDGES_TOTAL, HEDGE_BUDGET_TOKENS, HEDGE_LATENCY_SECONDS};
+
+#[cfg(feature = "chaos")]
+#[path = "metrics_export/chaos.rs"]
+mod chaos;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub use chaos::{ChaosExporter, CHAOS_ENABLED, CHAOS_INJECTED_TOTAL, CHAOS_PASSED_TOTAL};
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
 pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
@@ -254,6 +264,8 @@ pub const fn state_code(state: State) -> u8 {
 /// ```
 pub fn describe() {
     hedge::describe();
+    #[cfg(feature = "chaos")]
+    chaos::describe();
     describe_counter!(
         THROTTLE_ADMITTED_TOTAL,
         Unit::Count,

@@ -19,6 +19,7 @@
 //! | [`throttle`] | client-side adaptive throttling (the SRE book's): counted at admission, what is an accept, in a policy and in tower, what it costs |
 //! | [`global`] | one limit across processes: the global bulkhead on Redis (feature `redis`) |
 //! | [`firmware`] | embassy firmware: flash and RAM on a Cortex-M4F, and runs on two boards in QEMU |
+//! | `chaos` (feature `chaos`) | the resilience test kit: your own policy against injected errors, outcomes, latency and hangs (feature `chaos`), on `ManualClock`, the same faults on every run |
 //! | [`testing`] | what we tried: faults and bad input, the soak on every runtime, fuzzing, and everything CI runs |
 //! | [`when_to_use`] | when to use a [`Bulkhead`](crate::Bulkhead), and when tokio's `Semaphore` is enough |
 //! | [`features`] | the one feature table: what each feature enables and which runtimes it serves; the runtimes, tested where; the examples |
@@ -30,6 +31,9 @@
 pub mod adaptive;
 pub mod benchmarks;
 pub mod breaker;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 pub mod deadline;
 pub mod features;
 pub mod firmware;

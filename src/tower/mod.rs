@@ -22,6 +22,7 @@
 //! | `InboundDeadlineLayer` (feature `http`) | `InboundDeadline` | `InboundDeadlineError::Refused` at admission when the caller's budget (its `grpc-timeout` or milliseconds header, capped by the server's maximum) is below the minimum cost; `Elapsed` when the handler reaches the deadline, which it finds in the request's extensions |
 //! | `OutboundDeadlineLayer` (feature `http`) | `OutboundDeadline` | `OutboundDeadlineError::Expired` (not sent) when the request's `Deadline` has no more than the margin left; otherwise the header says what is left minus the margin, and `Elapsed` cuts the call at the deadline |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
+//! | `ChaosLayer` (feature `chaos`) | `ChaosService` | none of its own: an injected fault is the inner service's error or response type (an injected error, an outcome such as a 503, a latency, a hang), at the rates of a seeded `chaos::Injector`, to test the layers above it |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
 //! readiness is the inner service's. A permit is taken per call and travels
@@ -76,6 +77,8 @@
 mod adaptive;
 mod breaker;
 mod bulkhead;
+#[cfg(feature = "chaos")]
+mod chaos;
 mod classify;
 #[cfg(feature = "http")]
 mod deadline;
@@ -95,6 +98,9 @@ pub use breaker::{BreakerError, BreakerFuture, BreakerLayer, BreakerService};
 pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub use chaos::{ChaosLayer, ChaosService};
 pub use classify::{Classify, ErrIsFailure};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
