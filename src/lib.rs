@@ -224,11 +224,13 @@ extern crate alloc;
 extern crate std;
 
 mod sync;
+mod table;
 
 pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod fallback;
 pub mod guide;
 pub mod hedge;
 pub mod limit;

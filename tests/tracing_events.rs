@@ -16,6 +16,8 @@
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
 //! | adaptive limit change | INFO | `watertight::limit::adaptive` | `system`, `from`, `to`, and the window's `successes`, `avg_rtt_us`, `dropped`, `timed_out` |
+//! | stale answer served | DEBUG | `watertight::fallback` | `system`, `age_ms` (rounded down) |
+//! | no stale answer to serve | DEBUG | `watertight::fallback` | `system`, `reason` (`absent`, `too_old`) |
 //! | hedge not sent | DEBUG | `watertight::hedge` | `system`, `outcome` (`not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker`, `not_sent_limited`); after the refusing layer's own event, if a layer refused |
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
@@ -865,4 +867,33 @@ fn one_event_per_hedge_not_sent_after_the_refusing_layers() {
         "{events:#?}"
     );
     assert_eq!(events[0].target, "watertight::hedge");
+}
+
+#[test]
+fn one_event_per_stale_answer_served_and_per_miss() {
+    use watertight::fallback::StaleCache;
+
+    let clock = ManualClock::new();
+    let prices: StaleCache<u32, u64, _, 1> =
+        StaleCache::new("prices", Duration::from_secs(60), &clock);
+    let ((), events) = capture(|| {
+        prices.record(7, 4200);
+        clock.advance(Duration::from_millis(42_500));
+        assert!(prices.serve(&7).is_some());
+        assert!(prices.serve(&8).is_none());
+        clock.advance(Duration::from_secs(60));
+        assert!(prices.serve(&7).is_none());
+    });
+    let expected = vec![
+        pairs(&[("age_ms", "42500"), ("system", "prices")]),
+        pairs(&[("reason", "absent"), ("system", "prices")]),
+        pairs(&[("reason", "too_old"), ("system", "prices")]),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::fallback")
+        );
+    }
 }

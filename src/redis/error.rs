@@ -195,3 +195,5 @@ impl core::error::Error for GlobalError {
         }
     }
 }
+
+crate::fallback::always_refused!(GlobalError);

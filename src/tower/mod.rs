@@ -22,6 +22,7 @@
 //! | `InboundDeadlineLayer` (feature `http`) | `InboundDeadline` | `InboundDeadlineError::Refused` at admission when the caller's budget (its `grpc-timeout` or milliseconds header, capped by the server's maximum) is below the minimum cost; `Elapsed` when the handler reaches the deadline, which it finds in the request's extensions |
 //! | `OutboundDeadlineLayer` (feature `http`) | `OutboundDeadline` | `OutboundDeadlineError::Expired` (not sent) when the request's `Deadline` has no more than the margin left; otherwise the header says what is left minus the margin, and `Elapsed` cuts the call at the deadline |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
+//! | [`FallbackLayer`] | [`FallbackService`] | none of its own: the inner layer's refusal ([`Refused`](crate::fallback::Refused)) turned into a response by a function (a 503 with `Retry-After`, a default, a cached answer), the inner service's own errors passed on |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
 //! readiness is the inner service's. A permit is taken per call and travels
@@ -79,6 +80,7 @@ mod bulkhead;
 mod classify;
 #[cfg(feature = "http")]
 mod deadline;
+mod fallback;
 #[cfg(feature = "redis")]
 mod global_bulkhead;
 #[cfg(feature = "redis")]
@@ -103,6 +105,7 @@ pub use deadline::{
     InboundDeadlineLayer, OutboundDeadline, OutboundDeadlineError, OutboundDeadlineFuture,
     OutboundDeadlineLayer,
 };
+pub use fallback::{FallbackLayer, FallbackService};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use global_bulkhead::{
