@@ -189,3 +189,65 @@ fn threads_on_one_cache_keep_its_counters_whole() {
     assert!(m.entries <= m.capacity);
     assert_eq!(m.missed_too_old, 0, "time never moved");
 }
+
+#[cfg(feature = "tower")]
+#[test]
+fn the_tower_layer_serves_a_refused_request_from_the_cache_by_its_key() {
+    use tower::{Layer, ServiceExt};
+    use watertight::tower::{PolicyLayer, StaleCacheLayer};
+
+    let clock = Arc::new(ManualClock::new());
+    let p: Arc<Policy<_>> = Arc::new(
+        Policy::new(
+            "pricing",
+            PolicyConfig::builder(4).build().unwrap(),
+            clock.clone(),
+        )
+        .unwrap(),
+    );
+    let prices: Arc<StaleCache<u32, u64, _, 4>> =
+        Arc::new(StaleCache::new("prices", 60 * SEC, clock.clone()));
+    let called = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let backend = tower::service_fn({
+        let called = called.clone();
+        move |(sku, price): (u32, u64)| {
+            called.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                if sku == 0 {
+                    Err("no such sku")
+                } else {
+                    Ok(price)
+                }
+            }
+        }
+    });
+    let svc = StaleCacheLayer::new(prices.clone(), |req: &(u32, u64)| req.0)
+        .layer(PolicyLayer::new(p.clone()).layer(backend));
+
+    assert_eq!(
+        block_on(svc.clone().oneshot((7, 4200))),
+        Ok(Served::Fresh(4200))
+    );
+    let err = block_on(svc.clone().oneshot((0, 1))).unwrap_err();
+    assert_eq!(err.into_inner(), Some("no such sku"));
+
+    clock.advance(42 * SEC);
+    p.breaker().force_open();
+    let stale = block_on(svc.clone().oneshot((7, 1))).unwrap();
+    assert_eq!(
+        stale,
+        Served::Stale(Stale {
+            value: 4200,
+            age: 42 * SEC
+        })
+    );
+    let err = block_on(svc.oneshot((8, 1))).unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::CircuitOpen(Rejection::ForcedOpen));
+    assert_eq!(
+        called.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "refused calls not made"
+    );
+    let m = prices.metrics();
+    assert_eq!((m.recorded, m.served_stale, m.missed_absent), (1, 1, 1));
+}

@@ -15,41 +15,18 @@
 //! Checked at every step: the same answer (value and age, or a miss), the
 //! same removal; after every step, the same counters (recorded, served,
 //! misses of each kind, evictions) and the same number of entries.
+#[path = "support/identity_hasher.rs"]
+mod identity_hasher;
 #[path = "support/proptest_config.rs"]
 mod proptest_config;
 
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
+use identity_hasher::Identity;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use watertight::clock::ManualClock;
 use watertight::fallback::{Stale, StaleCache, WAYS};
-
-/// Hashes a `u64` to itself.
-#[derive(Clone, Copy, Default)]
-struct Identity;
-
-struct IdHasher(u64);
-
-impl BuildHasher for Identity {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-impl Hasher for IdHasher {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys")
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 const MAX_STALE: Duration = Duration::from_millis(50);
 

@@ -26,7 +26,9 @@
 //!   last one as [`Served::Stale`] with its **age**, up to a max
 //!   staleness, after which it is a miss and the refusal comes back.
 //! - `tower::FallbackLayer` (feature `tower`): the same for a tower
-//!   service, the refusal turned into a response by a function.
+//!   service, the refusal turned into a response by a function; and
+//!   `tower::StaleCacheLayer`, a [`StaleCache`] keyed by a function of the
+//!   request.
 //!
 //! Nothing here allocates, and all of it is `no_std`: the future is a named
 //! type holding the call's future and the fallback closure; the cache is a
@@ -144,9 +146,33 @@ pub trait Refused: Sized {
     ///
     /// `Err(self)` when this is not a refusal: the call's own error, or a
     /// request that could never succeed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::fallback::Refused;
+    /// use watertight::AcquireError;
+    ///
+    /// assert_eq!(AcquireError::TimedOut.into_refusal(), Ok(AcquireError::TimedOut));
+    /// let bad = AcquireError::ExceedsCapacity { requested: 9, capacity: 4 };
+    /// assert_eq!(bad.into_refusal(), Err(bad)); // a bad request, not a refusal
+    /// ```
     fn into_refusal(self) -> Result<Self::Refusal, Self>;
 
     /// The error that carries `refusal`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::clock::Instant;
+    /// use watertight::fallback::Refused;
+    /// use watertight::rate::{NotYet, RateError};
+    ///
+    /// let n = NotYet::new(Instant::ZERO, Instant::from_nanos(1_000_000));
+    /// let e = RateError::from_refusal(n);
+    /// assert_eq!(e.retry_after(), Some(Duration::from_millis(1)));
+    /// ```
     fn from_refusal(refusal: Self::Refusal) -> Self;
 }
 
@@ -248,6 +274,16 @@ pub trait Fallback<T, E> {
     ///
     /// The handler's choice: the error as it was, or the refusal given
     /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::fallback::{Fallback, OnRefusal};
+    /// use watertight::deadline::Elapsed;
+    ///
+    /// let late = OnRefusal(|_: Elapsed| Ok::<_, Elapsed>("cached"));
+    /// assert_eq!(late.fall_back(Elapsed), Ok("cached"));
+    /// ```
     fn fall_back(self, err: E) -> Result<T, E>;
 }
 

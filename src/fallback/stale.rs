@@ -183,6 +183,14 @@ pub enum Served<V> {
 
 impl<V> Served<V> {
     /// The answer, fresh or stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration; use watertight::fallback::{Served, Stale};
+    /// let s = Served::Stale(Stale { value: "42 €", age: Duration::from_secs(42) });
+    /// assert_eq!(*s.value(), "42 €");
+    /// ```
     pub fn value(&self) -> &V {
         match self {
             Served::Fresh(v) => v,
@@ -191,6 +199,13 @@ impl<V> Served<V> {
     }
 
     /// The answer, fresh or stale.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::fallback::Served;
+    /// assert_eq!(Served::Fresh(String::from("ok")).into_value(), "ok");
+    /// ```
     pub fn into_value(self) -> V {
         match self {
             Served::Fresh(v) => v,
@@ -199,6 +214,15 @@ impl<V> Served<V> {
     }
 
     /// The stale answer's age; `None` for a fresh one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use core::time::Duration; use watertight::fallback::{Served, Stale};
+    /// let s = Served::Stale(Stale { value: 1, age: Duration::from_secs(9) });
+    /// // An HTTP `Age` header, in whole seconds.
+    /// assert_eq!(s.age().map(|a| a.as_secs()), Some(9));
+    /// ```
     pub fn age(&self) -> Option<Duration> {
         match self {
             Served::Fresh(_) => None,
@@ -207,6 +231,13 @@ impl<V> Served<V> {
     }
 
     /// Whether this came from the cache.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::fallback::Served;
+    /// assert!(!Served::Fresh(1).is_stale());
+    /// ```
     pub fn is_stale(&self) -> bool {
         matches!(self, Served::Stale(_))
     }
@@ -539,16 +570,34 @@ impl<K: Hash + Eq, V, C: Clock, const SETS: usize, S: BuildHasher> StaleCache<K,
     /// assert_eq!(*err.kind(), ErrorKind::BulkheadFull);
     /// # });
     /// ```
-    pub fn call<Fut, E>(&self, key: K, call: Fut) -> StaleCall<'_, Self, K, Fut>
+    pub fn call<Fut, E>(&self, key: K, call: Fut) -> StaleCall<&Self, K, Fut>
     where
         V: Clone,
         Fut: Future<Output = Result<V, E>>,
         E: Refused,
     {
-        StaleCall {
-            cache: self,
-            key: Some(key),
-            call,
+        StaleCall::new(self, key, call)
+    }
+
+    /// A call's result for `key`, settled: an `Ok` recorded and fresh; a
+    /// refusal answered from the table if it can be; anything else as it
+    /// was.
+    fn settle<E: Refused>(&self, key: K, out: Result<V, E>) -> Result<Served<V>, E>
+    where
+        V: Clone,
+    {
+        match out {
+            Ok(v) => {
+                self.record(key, v.clone());
+                Ok(Served::Fresh(v))
+            }
+            Err(e) => match e.into_refusal() {
+                Ok(refusal) => match self.serve(&key) {
+                    Some(stale) => Ok(Served::Stale(stale)),
+                    None => Err(E::from_refusal(refusal)),
+                },
+                Err(own) => Err(own),
+            },
         }
     }
 
@@ -616,8 +665,9 @@ impl<K, V, C, const SETS: usize, S> fmt::Debug for StaleCache<K, V, C, SETS, S> 
 }
 
 pin_project! {
-    /// The future of [`StaleCache::call`] (`Cache` is the
-    /// [`StaleCache`], `K` its key): the call, then its answer
+    /// The future of [`StaleCache::call`] (`R` is a reference to the
+    /// [`StaleCache`], or an `Arc` of it for `tower::StaleCacheService`;
+    /// `K` is its key): the call, then its answer
     /// recorded, or a stale one served for its refusal. A named type: no
     /// allocation.
     ///
@@ -640,64 +690,69 @@ pin_project! {
     /// let clock = ManualClock::new();
     /// let c: StaleCache<u8, u8, _, 1> = StaleCache::new("c", Duration::from_secs(1), &clock);
     /// c.record(1, 7);
-    /// let call: StaleCall<'_, StaleCache<u8, u8, _, 1>, u8, _> =
+    /// let call: StaleCall<&StaleCache<u8, u8, _, 1>, u8, _> =
     ///     c.call(1, core::future::ready(Err::<u8, _>(AcquireError::Full)));
     /// assert!(futures_lite::future::block_on(call).unwrap().is_stale());
     /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct StaleCall<'a, Cache, K, Fut> {
-        cache: &'a Cache,
+    pub struct StaleCall<R, K, Fut> {
+        cache: R,
         key: Option<K>,
         #[pin]
         call: Fut,
     }
 }
 
-impl<K, V, C, const SETS: usize, S, Fut: fmt::Debug> fmt::Debug
-    for StaleCall<'_, StaleCache<K, V, C, SETS, S>, K, Fut>
-{
+impl<R, K, Fut> StaleCall<R, K, Fut> {
+    /// `call` for `key`, its answer settled by `cache`.
+    pub(crate) fn new(cache: R, key: K, call: Fut) -> Self {
+        StaleCall {
+            cache,
+            key: Some(key),
+            call,
+        }
+    }
+}
+
+impl<R, K, Fut: fmt::Debug> fmt::Debug for StaleCall<R, K, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StaleCall")
-            .field("cache", &self.cache.name)
             .field("call", &self.call)
             .finish_non_exhaustive()
     }
 }
 
-impl<K, V, C, const SETS: usize, S, Fut, E> Future
-    for StaleCall<'_, StaleCache<K, V, C, SETS, S>, K, Fut>
-where
-    K: Hash + Eq,
-    V: Clone,
-    C: Clock,
-    S: BuildHasher,
-    Fut: Future<Output = Result<V, E>>,
-    E: Refused,
-{
-    type Output = Result<Served<V>, E>;
+/// The future for a cache held as `$r` (a reference, an `Arc`): the same
+/// for each.
+macro_rules! stale_call_future {
+    ($(#[$attr:meta])* $r:ty) => {
+        $(#[$attr])*
+        impl<K, V, C, const SETS: usize, S, Fut, E> Future for StaleCall<$r, K, Fut>
+        where
+            K: Hash + Eq,
+            V: Clone,
+            C: Clock,
+            S: BuildHasher,
+            Fut: Future<Output = Result<V, E>>,
+            E: Refused,
+        {
+            type Output = Result<Served<V>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let out = ready!(this.call.poll(cx));
-        let key = this
-            .key
-            .take()
-            .expect("StaleCall polled after it completed");
-        Poll::Ready(match out {
-            Ok(v) => {
-                this.cache.record(key, v.clone());
-                Ok(Served::Fresh(v))
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+                let this = self.project();
+                let out = ready!(this.call.poll(cx));
+                let key = this.key.take().expect("StaleCall polled after it completed");
+                Poll::Ready(this.cache.settle(key, out))
             }
-            Err(e) => match e.into_refusal() {
-                Ok(refusal) => match this.cache.serve(&key) {
-                    Some(stale) => Ok(Served::Stale(stale)),
-                    None => Err(E::from_refusal(refusal)),
-                },
-                Err(own) => Err(own),
-            },
-        })
-    }
+        }
+    };
 }
+
+stale_call_future!(&StaleCache<K, V, C, SETS, S>);
+stale_call_future!(
+    #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
+    alloc::sync::Arc<StaleCache<K, V, C, SETS, S>>
+);
 
 /// One event per stale answer served (feature `tracing`), at DEBUG as the
 /// other primitives' refusals: they come at the rate of traffic, and the

@@ -23,6 +23,7 @@
 //! | `OutboundDeadlineLayer` (feature `http`) | `OutboundDeadline` | `OutboundDeadlineError::Expired` (not sent) when the request's `Deadline` has no more than the margin left; otherwise the header says what is left minus the margin, and `Elapsed` cuts the call at the deadline |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
 //! | [`FallbackLayer`] | [`FallbackService`] | none of its own: the inner layer's refusal ([`Refused`](crate::fallback::Refused)) turned into a response by a function (a 503 with `Retry-After`, a default, a cached answer), the inner service's own errors passed on |
+//! | [`StaleCacheLayer`] | [`StaleCacheService`] | none of its own: good responses recorded in a [`StaleCache`](crate::fallback::StaleCache) under a key made of the request, the inner layer's refusal answered with the key's last response and its age ([`Served`](crate::fallback::Served)); the response future is a [`StaleCall`](crate::fallback::StaleCall) |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
 //! readiness is the inner service's. A permit is taken per call and travels
@@ -90,6 +91,7 @@ mod partition;
 mod policy;
 mod rate;
 mod retry;
+mod stale;
 mod throttle;
 
 pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
@@ -123,6 +125,7 @@ pub use rate::{
     Keyed, RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
 };
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};
+pub use stale::{StaleCacheLayer, StaleCacheService};
 pub use throttle::{
     ClassifyResponse, ErrIsOverloaded, ThrottleError, ThrottleFuture, ThrottleLayer,
     ThrottleService,
