@@ -17,6 +17,8 @@
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
 //! | adaptive limit change | INFO | `watertight::limit::adaptive` | `system`, `from`, `to`, and the window's `successes`, `avg_rtt_us`, `dropped`, `timed_out` |
 //! | fault injected (feature `chaos`) | DEBUG | `watertight::chaos` | `system`, `fault` (`error`, `outcome`, `latency`, `hang`), `latency_ms` for a latency |
+//! | stale answer served | DEBUG | `watertight::fallback` | `system`, `age_ms` (rounded down) |
+//! | no stale answer to serve | DEBUG | `watertight::fallback` | `system`, `reason` (`absent`, `too_old`) |
 //! | hedge not sent | DEBUG | `watertight::hedge` | `system`, `outcome` (`not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker`, `not_sent_limited`); after the refusing layer's own event, if a layer refused |
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
@@ -909,4 +911,33 @@ fn one_event_per_injected_fault_and_none_for_a_pass() {
     });
     let fault = fault.expect("a fault in ten calls");
     assert_eq!(events.last().unwrap().field("fault"), Some(fault.label()));
+}
+
+#[test]
+fn one_event_per_stale_answer_served_and_per_miss() {
+    use watertight::fallback::StaleCache;
+
+    let clock = ManualClock::new();
+    let prices: StaleCache<u32, u64, _, 1> =
+        StaleCache::new("prices", Duration::from_secs(60), &clock);
+    let ((), events) = capture(|| {
+        prices.record(7, 4200);
+        clock.advance(Duration::from_millis(42_500));
+        assert!(prices.serve(&7).is_some());
+        assert!(prices.serve(&8).is_none());
+        clock.advance(Duration::from_secs(60));
+        assert!(prices.serve(&7).is_none());
+    });
+    let expected = vec![
+        pairs(&[("age_ms", "42500"), ("system", "prices")]),
+        pairs(&[("reason", "absent"), ("system", "prices")]),
+        pairs(&[("reason", "too_old"), ("system", "prices")]),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::fallback")
+        );
+    }
 }

@@ -208,3 +208,5 @@ impl core::error::Error for GlobalError {
         }
     }
 }
+
+crate::fallback::always_refused!(GlobalError);

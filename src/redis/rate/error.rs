@@ -341,3 +341,5 @@ impl core::error::Error for GlobalRateError {
         }
     }
 }
+
+crate::fallback::refused_if_rejection!(GlobalRateError);
