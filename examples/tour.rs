@@ -4,9 +4,12 @@
 //! down, and how a handler with a request budget still answers in time when
 //! one of the systems it calls degrades; then the same limits as tower
 //! middleware and as Prometheus metrics, retries within the budget, a
-//! rate limit both ways, and classes of callers with guaranteed shares.
+//! rate limit both ways, classes of callers with guaranteed shares, hedged
+//! requests, a budget that travels across services, and a page served
+//! from a cache, marked with its age, while a fault injector fails the
+//! system behind it.
 //!
-//! Run: `cargo run --example tour --features tokio,tower,metrics,http`
+//! Run: `cargo run --example tour --features tokio,tower,metrics,http,chaos`
 //!
 //! The program starts a small axum server on `127.0.0.1` (a random free
 //! port, loopback only) with two endpoints, then calls them with one shared
@@ -160,7 +163,29 @@
 //! hop, C stops before A's 300 ms are up; with the header off, A gives up
 //! just the same and C works its full second for nobody
 //! (`examples/tour/hops.rs`).
+//!
+//! Act 13 is the stale-if-error cache, with faults injected (feature
+//! `chaos`; skipped with one line without it): a pricing server whose
+//! route sits behind a `tower::ChaosLayer` (a seeded `chaos::Injector`,
+//! off at first), and a storefront whose `GET /product/{sku}` asks it over
+//! HTTP through a `tower::StaleCacheLayer` over a `tower::PolicyLayer`
+//! (window 4, opens at 50 % failed, open 1.5 s, 1 probe). Two pages while
+//! pricing is healthy record its prices; then the injector answers every
+//! request 503: two pages get the cached price with its age (the layer
+//! passes a failure on; the page serves the cache's price itself) and open
+//! the breaker; four more are refused without a request, the layer serving
+//! the cached price with its age (a product never priced: 503 with
+//! `Retry-After`); then the injector off, the open wait over, a probe
+//! closes the breaker and the prices are fresh. It prints a row per page
+//! (injector, whether pricing was asked, the breaker after, the page) and
+//! the counts: what reached pricing, what the breaker kept from it, what
+//! the cache served. The counts are the same every run; the ages are
+//! measured on the tour's clock, a page every 200 ms
+//! (`examples/tour/degrade.rs`).
 
+#[cfg(feature = "chaos")]
+#[path = "tour/degrade.rs"]
+mod degrade;
 #[cfg(feature = "redis")]
 #[path = "global_limit/demo.rs"]
 mod global_limit;
@@ -1025,7 +1050,42 @@ async fn main() -> ExitCode {
     act_10().await;
     act_11().await;
     act_12().await;
+    act_13().await;
     code
+}
+
+/// Act 13: stale prices, marked with their age, while pricing is down.
+#[cfg(feature = "chaos")]
+async fn act_13() {
+    let setup = degrade::Setup::TOUR;
+    header(
+        "Act 13: serve stale, marked with its age — a fault injector fails pricing, its breaker opens, the page keeps its price",
+        &format!(
+            "GET /price/{{sku}} behind a ChaosLayer (seeded; on: every request answered 503 by the injector); \
+             GET /product/{{sku}} asks it through a StaleCacheLayer (max staleness {} s) over a PolicyLayer \
+             (breaker: window 4, opens at 50 % failed, open {} ms, 1 probe); a page every {} ms of the outage",
+            degrade::MAX_STALENESS.as_secs(),
+            setup.open.as_millis(),
+            setup.step.as_millis()
+        ),
+    );
+    let run = degrade::run(setup).await;
+    degrade::print(&run);
+    println!(
+        "  -> while pricing failed and while its breaker was open the page kept its price, marked with \
+         its age (measured on the tour's clock); the refused pages sent pricing nothing; once the injector \
+         was off and the open wait over, one probe closed the breaker and the prices were fresh again"
+    );
+}
+
+/// Act 13 without the `chaos` feature: one line.
+#[cfg(not(feature = "chaos"))]
+async fn act_13() {
+    println!();
+    println!(
+        "== Act 13: serve stale, marked with its age: skipped, it needs the chaos feature \
+         (--features tokio,tower,metrics,http,chaos)"
+    );
 }
 
 /// Act 12: the request budget across three hops.
@@ -1057,7 +1117,7 @@ async fn act_12() {
     println!();
     println!(
         "== Act 12: the budget travels across three hops: skipped, it needs the http feature \
-         (--features tokio,tower,metrics,http)"
+         (--features tokio,tower,metrics,http,chaos)"
     );
 }
 
@@ -1093,7 +1153,7 @@ async fn act_7() -> ExitCode {
     println!();
     println!(
         "== Act 7: one limit across processes: skipped, it needs the redis feature \
-         (--features tokio,tower,metrics,http,redis; rustc 1.88) and a redis-server on PATH \
+         (--features tokio,tower,metrics,http,chaos,redis; rustc 1.88) and a redis-server on PATH \
          (apt-get install -y redis-server)"
     );
     ExitCode::SUCCESS

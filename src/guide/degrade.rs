@@ -105,6 +105,10 @@
 //! `metrics::StaleCacheExporter`) say how often stale answers were served
 //! and how often there was none.
 //!
+//! [The tour's act 13](super::tour) does this over loopback HTTP, a fault
+//! injector making pricing answer 503: the product page keeps its price,
+//! with its age, while pricing fails and while its breaker is open.
+//!
 //! # Rung 3: retry once, if idempotent and the budget allows
 //!
 //! [`call_idempotent`](crate::Policy::call_idempotent) makes at most the

@@ -8,7 +8,7 @@
 //!
 //! | page | what it covers |
 //! |---|---|
-//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its twelve acts with its output |
+//! | [`tour`] | the tour on real loopback HTTP: how to run it, and each of its thirteen acts with its output |
 //! | [`policy`] | one [`Policy`](crate::Policy) per external system (bulkhead ⊃ breaker ⊃ deadline), and retries within the request's budget |
 //! | [`deadline`] | deadlines across the wire: the budget header (`grpc-timeout`, milliseconds), which way values round, the network margin, admission refusal, the inbound and outbound tower layers |
 //! | [`breaker`] | the [`CircuitBreaker`](crate::CircuitBreaker)'s decisions: when it trips, what is slow, the open wait, half-open probes, generations, window sizes |

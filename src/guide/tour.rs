@@ -1,12 +1,12 @@
-//! The tour: twelve acts on real loopback HTTP, and what each one shows.
+//! The tour: thirteen acts on real loopback HTTP, and what each one shows.
 //!
 //! # Run it
 //!
 //! ```sh
-//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget, a rate limit both ways, classes of callers with guaranteed shares, hedged requests and a budget that travels across three services on real loopback HTTP (axum + reqwest); about 12 s, after a first build of under 90 s
-//! cargo run --example tour --features tokio,tower,metrics,http
+//! # the tour: a slow dependency starving a fast one and a bulkhead per system, a circuit breaker, a request budget, tower load shedding, Prometheus metrics, retries within the budget, a rate limit both ways, classes of callers with guaranteed shares, hedged requests, a budget that travels across three services, and a page served stale with its age while a fault injector fails the system behind it, on real loopback HTTP (axum + reqwest); about 14 s, after a first build of under 90 s
+//! cargo run --example tour --features tokio,tower,metrics,http,chaos
 //! # ... and act 7, one limit across processes on Redis (rustc 1.88, redis-server on PATH)
-//! cargo run --example tour --features tokio,tower,metrics,http,redis
+//! cargo run --example tour --features tokio,tower,metrics,http,chaos,redis
 //! ```
 //!
 //! `cargo run --example bulkhead --features tokio` and
@@ -153,7 +153,7 @@
 //! Without the feature, or without `redis-server`, the act is one line:
 //!
 //! ```text
-//! == Act 7: one limit across processes: skipped, it needs the redis feature (--features tokio,tower,metrics,http,redis; rustc 1.88) and a redis-server on PATH (apt-get install -y redis-server)
+//! == Act 7: one limit across processes: skipped, it needs the redis feature (--features tokio,tower,metrics,http,chaos,redis; rustc 1.88) and a redis-server on PATH (apt-get install -y redis-server)
 //! ```
 //!
 //! **Act 8: retries within the budget** ([retries](super::policy#retries)), on a search
@@ -290,3 +290,56 @@
 //! header C does all 100 steps, most of them after A gave up. Why the
 //! header, the margin and admission refusal: [the deadline
 //! guide](super::deadline).
+//!
+//! **Act 13: serve stale, marked with its age**
+//! ([`fallback`](crate::fallback), `chaos`, `tower::StaleCacheLayer`,
+//! `tower::ChaosLayer`; [the degrade ladder](super::degrade), and
+//! `guide::chaos`, the resilience test kit; feature `chaos`, the act is
+//! skipped with one line without it). Seed 004's second rung over loopback
+//! HTTP, with the fault made by the injector rather than by hand. Pricing's
+//! `GET /price/{sku}` sits behind a `ChaosLayer`: a seeded
+//! `chaos::Injector`, off at first, that once on answers every request 503
+//! itself (an outcome at rate 1), the handler not called. The storefront's
+//! `GET /product/{sku}` asks pricing through a `StaleCacheLayer` (the last
+//! good price per sku, up to 60 s old) over a `PolicyLayer` (a breaker of
+//! window 4 that opens at 50 % failed, for 1.5 s, with 1 probe). Pages one
+//! after another: two while pricing is healthy record its prices; then the
+//! injector goes on. Pricing's 503 is its own answer, which the cache layer
+//! passes on (a failure is not a refusal); the page chooses to serve the
+//! cache's price for it all the same
+//! ([`StaleCache::serve`](crate::fallback::StaleCache::serve)), and two
+//! such failures with the two good calls make half of the window: the
+//! breaker opens. The next pages are refused without a request, and the
+//! layer answers them with the cached price and its age (the `Age` header
+//! too); a product never priced gets 503 with the breaker's `Retry-After`.
+//! Then the injector goes off, the open wait ends, the next page's call is
+//! the half-open probe, it closes the breaker, and the prices are fresh.
+//! The counts are the same every run; the ages are real, on `TokioClock`,
+//! with a page every 200 ms:
+//!
+//! ```text
+//! == Act 13: serve stale, marked with its age — a fault injector fails pricing, its breaker opens, the page keeps its price
+//!    #  product  injector  pricing asked  breaker after  page
+//!    1  42       off       yes            closed         200 product 42: price 4200
+//!    2  7        off       yes            closed         200 product 7: price 700
+//!    3  42       on        yes            closed         200 product 42: price 4200, 0.4 s old (pricing answered 503)
+//!    4  42       on        yes            open           200 product 42: price 4200, 0.6 s old (pricing answered 503)
+//!    5  42       on        no             open           200 product 42: price 4200, 0.8 s old (pricing not asked: its breaker is open)
+//!    6  7        on        no             open           200 product 7: price 700, 1.0 s old (pricing not asked: its breaker is open)
+//!    7  9        on        no             open           503 product 9: price unavailable (pricing not asked: its breaker is open, retry in 0.9 s)
+//!    8  42       on        no             open           200 product 42: price 4200, 1.4 s old (pricing not asked: its breaker is open)
+//!   -- injector off, the open wait over: breaker half-open (the next page's call is its probe)
+//!    9  42       off       yes            closed         200 product 42: price 4200
+//!   10  7        off       yes            closed         200 product 7: price 700
+//!   11  9        off       yes            closed         200 product 9: price 900
+//!   pages: 5 fresh, 2 stale after pricing's 503, 3 stale while its breaker was open, 1 without a price
+//!   pricing: 7 requests reached it (5 answered by its handler, 2 answered 503 by the injector); its breaker refused 4 calls, and 4 pages sent it nothing
+//!   cache "prices": 5 prices recorded, 5 served stale, 1 miss (nothing recorded), 0 too old; act took 2165 ms
+//!   -> while pricing failed and while its breaker was open the page kept its price, marked with its age (measured on the tour's clock); the refused pages sent pricing nothing; once the injector was off and the open wait over, one probe closed the breaker and the prices were fresh again
+//! ```
+//!
+//! `tests/tour_degrade.rs` runs the act's code (without the pauses) and
+//! asserts every row — what each page got, whether pricing was asked, the
+//! breaker after it, the probe's half-open state — and the counters of
+//! pricing, the injector, the breaker and the cache. `tests/stale_http.rs`
+//! asserts the exact ages, on a `ManualClock`.
