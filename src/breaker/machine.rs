@@ -327,13 +327,17 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     pub(super) fn record(&self, raw: Raw, failed: bool) {
         // A constant `false` for a storage without buckets.
         let time = self.is_time();
-        let now = if self.config.slow_ns != 0 || time {
-            self.now().as_nanos()
+        let (now, slow) = if self.config.slow_ns != 0 {
+            let now = self.now().as_nanos();
+            (
+                now,
+                now.saturating_sub(raw.start.as_nanos()) > self.config.slow_ns,
+            )
+        } else if time {
+            (self.now().as_nanos(), false)
         } else {
-            0
+            (0, false)
         };
-        let slow = self.config.slow_ns != 0
-            && now.saturating_sub(raw.start.as_nanos()) > self.config.slow_ns;
         if !failed && !slow && self.state.load(Acquire) == word::make(CLOSED, raw.generation()) {
             let taken = if time {
                 self.window.takes_time_success(
