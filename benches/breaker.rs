@@ -7,7 +7,7 @@
 //!
 //! | group | what |
 //! |---|---|
-//! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'; `watertight-time` and `watertight-time-coarse`, the same call on a 60 s time window of 10 buckets on `StdClock` and on `CoarseClock`; `watertight-consecutive`, on 5 consecutive failures); peers `.call(\|\| Ok(()))` |
+//! | `breaker/closed/sync` | one call, one thread: ours `try_acquire().unwrap().success()` (and `watertight-call`, the same wrapped as a `call(\|\| …)` function like the peers'; `watertight-time` and `watertight-time-coarse`, the same call on a 100 ms time window of 10 buckets on `StdClock` and on `CoarseClock`; `watertight-consecutive`, on 5 consecutive failures); peers `.call(\|\| Ok(()))` |
 //! | `breaker/forms/sync` | ours only (also timed in interleaved rounds with `WT_FORMS_ROUNDS=41`, and counted in instructions by `scripts/forms_instructions.py`), one closed-state call written each way a caller writes it: `try_acquire().unwrap()`, `if let Ok(p)`, a `match` whose `Err` arm uses the rejection, `?` in a function returning it, and `call` / `call_with` polled once with a no-op waker, and `call` awaited in an `async` block polled the same way (`call-awaited`) (and `ref-poll-ready`, the trivial call's future polled the same way with no breaker: the wrapped forms' harness share); the breaker and the call's result behind `black_box` (every `Err` arm live), the outcome recorded from the result |
 //! | `breaker/closed/async` | a loop of `call(async { Ok(()) }).await` in one `futures_lite::future::block_on`; peers' future-aware breakers the same way |
 //! | `breaker/closed/async-block_on-per-call` | one `block_on(call(async { Ok(()) }))` per call, every peer on the same `block_on` |
@@ -144,11 +144,16 @@ fn sync_peers(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::Wall
     g.bench_function("failsafe-consecutive", |b| b.iter(|| failsafe_once(&fs)));
 }
 
-/// Ours with a sliding time window: a minute in 10 buckets (resilience4j's
-/// time-based default shape), on the given clock.
+/// Ours with a sliding time window of 10 buckets (resilience4j's
+/// time-based default shape) of 10 ms each, on the given clock. Short
+/// buckets so that every call the bench times is counted: a bucket caps at
+/// 4 194 303 calls, which criterion's loop reaches in tens of milliseconds,
+/// after which a success adds nothing and the bench would time that
+/// (cheaper) path. The length costs a call nothing else: one call in a
+/// bucket's (about a million here) moves the window on.
 fn ours_time<C: watertight::clock::Clock>(clock: C) -> TimeBreaker<C, 10> {
     let config = BreakerConfig::builder()
-        .time_window(Duration::from_secs(60), 10)
+        .time_window(Duration::from_millis(100), 10)
         .build()
         .expect("time-window config");
     TimeBreaker::new("bench", config, clock)

@@ -33,7 +33,7 @@ REFERENCE = "ref-poll-ready"
 # The second table: each closed call against the count window's untimed one.
 TIMING = [("untimed", "closed call, slow-call timing off (`StdClock`)"),
           ("coarse", "the same, `slow_call_duration(1 s)` on `CoarseClock`"),
-          ("time", "time window (60 s, 10 buckets) on `StdClock`"),
+          ("time", "time window (100 ms, 10 buckets) on `StdClock`"),
           ("time-coarse", "the same time window on `CoarseClock`"),
           ("consecutive", "consecutive failures (5)")]
 

@@ -1659,6 +1659,81 @@ mod breaker {
         });
     }
 
+    /// The closed path's one-CAS success (its bucket already holds the
+    /// minimum of one call, so `takes_time_success` counts it inline)
+    /// races a reset and the new window's first call, which bumps the era
+    /// and sweeps every counter: a success of the old generation lands in
+    /// the old window or nowhere, never in the new one.
+    #[test]
+    fn time_inline_success_races_an_install() {
+        model(|| {
+            let s = time_breaker(3, 1);
+            let b = &s.0;
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().success(); // second 0: past the minimum
+            let resetting = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let t = {
+                let (s, resetting) = (s.clone(), resetting.clone());
+                thread::spawn(move || {
+                    let p = s.0.try_acquire().unwrap();
+                    // Not yet resetting after the acquire: the permit is the
+                    // old generation's.
+                    let old = !resetting.load(SeqCst);
+                    p.success();
+                    old
+                })
+            };
+            resetting.store(true, SeqCst);
+            b.reset();
+            b.try_acquire().unwrap().success();
+            let old = t.join().unwrap();
+            let m = b.metrics();
+            if old {
+                assert_eq!(m.calls, 1, "the old generation's success leaked in: {m:?}");
+            } else {
+                assert!((1..=2).contains(&m.calls), "{m:?}");
+            }
+            assert_eq!(m.failed_calls, 0, "{m:?}");
+        });
+    }
+
+    /// The inline success races a rollover of its own bucket: it reads
+    /// second 0 (its bucket past the minimum) while the other thread moves
+    /// the clock to second 3 (bucket 0 again) and records there, clearing
+    /// the bucket. Second 0's calls never count again: the inline success
+    /// lands before the clear (and is cleared with them), or its CAS fails
+    /// and the slow path finds the epoch gone; at second 3 it counts.
+    #[test]
+    fn time_inline_success_races_a_rollover() {
+        model(|| {
+            let s = time_breaker(3, 1);
+            let b = &s.0;
+            b.try_acquire().unwrap().success();
+            b.try_acquire().unwrap().success(); // second 0: past the minimum
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    // Second 3 already: so is the time its success reads.
+                    let late = s.0.clock().now() >= Instant::from_nanos(3_000_000_000);
+                    s.0.try_acquire().unwrap().success();
+                    late
+                })
+            };
+            b.clock().advance(Duration::from_secs(3));
+            b.try_acquire().unwrap().success();
+            let late = t.join().unwrap();
+            let m = b.metrics();
+            // Seconds 1..=3: this thread's success, and the other's if it
+            // read second 3; never second 0's two (or three).
+            if late {
+                assert_eq!(m.calls, 2, "a success of second 3 was lost: {m:?}");
+            } else {
+                assert!((1..=2).contains(&m.calls), "{m:?}");
+            }
+            assert_eq!(m.failed_calls, 0, "{m:?}");
+        });
+    }
+
     /// After a whole window idle, two failures of the same second race:
     /// the first sweeps every counter into a new era while the other
     /// records; they trip the breaker once, on the two of them.

@@ -319,26 +319,61 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// Records the outcome of a permit: a plain success into a closed
     /// breaker's healthy window inline (it changes nothing), everything else
     /// out of line.
+    ///
+    /// The time window's plain success is counted inline too (one CAS, see
+    /// `takes_time_success`), with the clock read once for it and for the
+    /// slow-call check, and that reading handed on to the slow path.
     #[inline(always)]
     pub(super) fn record(&self, raw: Raw, failed: bool) {
-        let slow = self.config.slow_ns != 0
-            && self.now().as_nanos().saturating_sub(raw.start.as_nanos()) > self.config.slow_ns;
-        if !failed
-            && !slow
-            && self.state.load(Acquire) == word::make(CLOSED, raw.generation())
-            && self
-                .window
-                .takes_plain_success_as_is(raw.generation(), self.config.plain_run as usize)
-        {
-            return;
+        // A constant `false` for a storage without buckets.
+        let time = self.is_time();
+        let (now, slow) = if self.config.slow_ns != 0 {
+            let now = self.now().as_nanos();
+            (
+                now,
+                now.saturating_sub(raw.start.as_nanos()) > self.config.slow_ns,
+            )
+        } else if time {
+            (self.now().as_nanos(), false)
+        } else {
+            (0, false)
+        };
+        if !failed && !slow && self.state.load(Acquire) == word::make(CLOSED, raw.generation()) {
+            let taken = if time {
+                self.window.takes_time_success(
+                    raw.generation(),
+                    now,
+                    self.config.time_spec(),
+                    self.config.minimum_calls as usize,
+                )
+            } else {
+                self.window
+                    .takes_plain_success_as_is(raw.generation(), self.config.plain_run as usize)
+            };
+            if taken {
+                return;
+            }
         }
-        self.record_slow(raw, Kind::new(failed, slow), failed, slow);
+        // The reading handed on only where it is used: for the other
+        // windows a constant, so their closed path holds no register for it.
+        let now = if time { now } else { 0 };
+        self.record_slow(raw, Kind::new(failed, slow), failed, slow, now);
     }
 
+    /// Whether the closed state is judged by the time window. Only a
+    /// breaker with bucket storage compiles the time window's code
+    /// (`BUCKETS` is a constant of the storage type).
+    #[inline(always)]
+    fn is_time(&self) -> bool {
+        <W as super::window::sealed::Slots>::BUCKETS > 0 && self.config.kind() == KIND_TIME
+    }
+
+    /// `now_ns` is the clock as `record` read it for the time window (0
+    /// for the other windows).
     #[inline(never)]
-    fn record_slow(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) {
+    fn record_slow(&self, raw: Raw, kind: Kind, failed: bool, slow: bool, now_ns: u64) {
         // One increment for every way an outcome can turn out stale.
-        if self.record_outcome(raw, kind, failed, slow) == Landed::Stale {
+        if self.record_outcome(raw, kind, failed, slow, now_ns) == Landed::Stale {
             self.stale.fetch_add(1, Relaxed);
         }
     }
@@ -346,7 +381,14 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     /// Records an outcome the inline check of `record` could not settle;
     /// says whether it was counted or came too late.
     #[inline(always)]
-    fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
+    fn record_outcome(
+        &self,
+        raw: Raw,
+        kind: Kind,
+        failed: bool,
+        slow: bool,
+        now_ns: u64,
+    ) -> Landed {
         let s = self.state.load(Acquire);
         let state = word::state(s);
         if word::generation(s) != raw.generation() {
@@ -373,18 +415,14 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         }
         // One call site for the window in either state: it is the largest
         // piece of the breaker's code (this matters on a microcontroller).
-        // Only a breaker with bucket storage compiles the time window's code
-        // (`BUCKETS` is a constant of the storage type).
         let consecutive = self.config.kind() == KIND_CONSECUTIVE;
         // A slow success fails a consecutive run only if told so.
         let fails = failed || (slow && (!consecutive || self.config.slow_calls_are_failures()));
-        let recorded = if <W as super::window::sealed::Slots>::BUCKETS > 0
-            && self.config.kind() == KIND_TIME
-        {
+        let recorded = if self.is_time() {
             self.window.record_time(
                 raw.generation(),
                 kind,
-                self.now().as_nanos(),
+                now_ns,
                 self.config.time_spec(),
                 self.config.minimum_calls as usize,
                 || self.current(raw.generation()),

@@ -47,6 +47,20 @@
 //! either sees the new tag, or its CAS fails on a counter the sweep zeroed
 //! and it sees the tag on retry).
 //!
+//! **The closed path's success** is one CAS: a plain success into a closed
+//! breaker, whose bucket is this epoch's (the window word's latest epoch
+//! is this call's, so there is nothing to move on or clear) and already
+//! holds `minimum_calls` (so no trip check is due), is counted inline by
+//! `takes_time_success`: the counter's load, the window word's load (in
+//! that order, as every writer reads them), and a CAS of the value the
+//! checks were made on. Anything else, a lost CAS included, takes the full
+//! path below, which decides as it always did; the inline path is that
+//! path's first pass with the answers known. (A `fetch_add` would not need
+//! the load, but it cannot refuse: it would add to a counter a clear or
+//! sweep has just replaced, or carry a saturated count into the tags, and
+//! undoing it afterwards shows a call that never was to a concurrent trip
+//! check. On x86 a locked add costs what a locked CAS does.)
+//!
 //! **What is not exact**, and by how little: a window idle for a multiple of
 //! 2²² bucket lengths (70 minutes of 1 ms buckets, 48 days of 1 s ones),
 //! to within `buckets` of it, takes its latest epoch for a recent one and
@@ -354,6 +368,45 @@ impl<W: WindowStorage> Window<W> {
         }
     }
 
+    /// The closed path's plain success, counted with one CAS and nothing
+    /// else when the window is in step: it takes generation `generation`,
+    /// its latest epoch is this call's (nothing to advance, no bucket to
+    /// clear), and this epoch's calls counter is this era's and epoch's,
+    /// already at `minimum` calls or more (so the trip check would be
+    /// skipped); a saturated counter takes it as is. Returns `false`, having written nothing,
+    /// whenever any of that does not hold or the CAS loses a race:
+    /// [`record_time`](Self::record_time) then decides, as for every other
+    /// outcome.
+    ///
+    /// It is [`add`](Self::add)'s first pass with the answers known: the
+    /// counter is read before the window word, as there, so a counter
+    /// zeroed by a sweep is judged by the word that made it; the CAS
+    /// replaces only the value the checks were made on.
+    #[inline(always)]
+    pub(crate) fn takes_time_success(
+        &self,
+        generation: u32,
+        now_ns: u64,
+        spec: Spec,
+        minimum: usize,
+    ) -> bool {
+        let epoch = spec.epoch(now_ns);
+        let c = &self.bucket(epoch, spec).calls;
+        let v = c.load(Acquire);
+        let w = self.word.load(Acquire);
+        let count = count_of(v);
+        if !(Self::open_to(w, tag_of(generation))
+            && latest_of(w) == elow(epoch) | LATEST_SET
+            && tags_of(v) == tags_of(cell(mine_of(w), epoch, 0))
+            && count as usize >= minimum)
+        {
+            return false;
+        }
+        // Saturated: the bucket's rates are those of its first calls, and
+        // this one is not counted (as in `record_time`: nothing written).
+        count == COUNT_MAX || c.compare_exchange_weak(v, v + 1, AcqRel, Acquire).is_ok()
+    }
+
     /// Records `kind` for generation `gen` at `now_ns`. Returns the counts
     /// after it when they may have raised a rate or reached the minimum,
     /// `Some(Unchanged)` when they cannot have (a plain success into a
@@ -569,6 +622,41 @@ mod tests {
         assert!(matches!(r(Kind::Success), Some(Recorded::Counted(_))));
         assert_eq!(r(Kind::Success), Some(Recorded::Unchanged));
         assert_eq!(r(Kind::Failure), Some(Recorded::Counted(counts(4, 1, 0))));
+    }
+
+    #[test]
+    fn the_inline_success_counts_only_a_window_in_step() {
+        let w = Window::<Inline<1, 10>>::new();
+        let inline = |generation, at_ms, minimum| {
+            w.takes_time_success(generation, at_ms * MS, SPEC, minimum)
+        };
+        // No latest epoch yet (a fresh or just installed window).
+        assert!(!inline(0, 0, 0));
+        rec(&w, 0, Kind::Success, 0);
+        // Epoch 0's bucket holds 1 call: under a minimum of 2, the trip
+        // check is due, so the slow path takes it.
+        assert!(!inline(0, 50, 2));
+        assert!(inline(0, 50, 1));
+        assert_eq!(w.time_counts(50 * MS, SPEC), counts(2, 0, 0));
+        // A new epoch: the window must move on first.
+        assert!(!inline(0, 100, 0));
+        assert_eq!(w.time_counts(100 * MS, SPEC), counts(2, 0, 0));
+        // Another generation's success, and a frozen window's.
+        assert!(!inline(1, 50, 0));
+        w.freeze(|| true);
+        assert!(!inline(0, 50, 0));
+        assert_eq!(w.time_counts(50 * MS, SPEC), counts(2, 0, 0));
+    }
+
+    #[test]
+    fn the_inline_success_leaves_a_saturated_counter_as_it_is() {
+        let w = Window::<Inline<1, 10>>::new();
+        rec(&w, 0, Kind::Success, 0);
+        let b = w.bucket(0, SPEC);
+        let v = b.calls.load(Relaxed);
+        b.calls.store((v & !COUNT_MAX) | COUNT_MAX, Relaxed);
+        assert!(w.takes_time_success(0, 0, SPEC, 1));
+        assert_eq!(b.calls.load(Relaxed), (v & !COUNT_MAX) | COUNT_MAX);
     }
 
     #[test]

@@ -281,8 +281,8 @@
 //! |---|---|---|
 //! | closed call, slow-call timing off (`StdClock`) | 50 | 1.00× |
 //! | the same, `slow_call_duration(1 s)` on `CoarseClock` | 62 | 1.24× |
-//! | time window (60 s, 10 buckets) on `StdClock` | 310 | 6.20× |
-//! | the same time window on `CoarseClock` | 275 | 5.50× |
+//! | time window (100 ms, 10 buckets) on `StdClock` | 152 | 3.03× |
+//! | the same time window on `CoarseClock` | 119 | 2.39× |
 //! | consecutive failures (5) | 50 | 1.00× |
 //!
 //! <!-- /bench_table.py: breaker-instructions -->
@@ -300,10 +300,11 @@
 //! instructions against 49 untimed (1.34–2.7× in time).
 //!
 //! **The other windows.** The closed call (`try_acquire().unwrap().success()`)
-//! on the time window (`time_window(60 s, 10)`, a `TimeBreaker<_, 10>`) and on
-//! consecutive failures (`consecutive_failures(5)`, a `CircuitBreaker<_, 1>`)
-//! against the count window (`BreakerConfig::DEFAULT`, the last 50 calls),
-//! with the peers in the same run of
+//! on the time window (`time_window(100 ms, 10)`, a `TimeBreaker<_, 10>`: ten
+//! buckets of 10 ms, so that every call the loop times is counted; see
+//! below) and on consecutive failures (`consecutive_failures(5)`, a
+//! `CircuitBreaker<_, 1>`) against the count window (`BreakerConfig::DEFAULT`,
+//! the last 50 calls), with the peers in the same run of
 //!
 //! ```sh
 //! cargo bench --bench breaker -- --warm-up-time 1 --measurement-time 3 'breaker/closed/sync'
@@ -314,38 +315,70 @@
 //!
 //! | closed call | ns (criterion median) | ÷ count window | instructions | ÷ count window |
 //! |---|---|---|---|---|
-//! | count window, `StdClock` | 2.10 | 1.00× | 50 | 1.00× |
-//! | time window, `StdClock` | 30.6 | 14.6× | 310 | 6.20× |
-//! | time window, `CoarseClock` | 9.40 | 4.48× | 275 | 5.50× |
-//! | consecutive failures, `StdClock` | 1.61 | 0.76× | 50 | 1.00× |
-//! | recloser | 14.2 | 6.74× | – | – |
-//! | failsafe, default (success rate over a time window, or consecutive failures) | 76.0 | 36.2× | – | – |
-//! | failsafe, consecutive failures | 24.0 | 11.4× | – | – |
+//! | count window, `StdClock` | 2.68 | 1.00× | 50 | 1.00× |
+//! | time window, `StdClock` | 41.1 | 15.34× | 152 | 3.03× |
+//! | time window, `CoarseClock` | 10.8 | 4.03× | 119 | 2.39× |
+//! | consecutive failures, `StdClock` | 2.19 | 0.82× | 50 | 1.00× |
+//! | recloser | 20.4 | 7.61× | – | – |
+//! | failsafe, default (success rate over a time window, or consecutive failures) | 116 | 43.28× | – | – |
+//! | failsafe, consecutive failures | 36.5 | 13.62× | – | – |
 //!
-//! (The run before: 2.07, 30.4, 9.71 and 1.64 ns; 14.7×, 4.69×, 0.79×.) The
-//! target of at most 1.2× the count window's call holds for consecutive
-//! failures (0.76× in time, the same 50 instructions: a success in a healthy
-//! run changes nothing, and is the same inline load of the window's word).
-//! It does not hold for the time window, on either clock. On `StdClock`
-//! the call reads the clock (`clock_gettime`: the 21 ns between the two time
-//! rows); on `CoarseClock` that read is one load, and the call is still 4.5×
-//! the count window's in time and 5.5× in instructions, because a time
-//! window counts every call: where a count window full of successes takes
-//! another success as it is, a time window's success goes out of line to
-//! work out its bucket from the time (a 64-bit division), check whether the
-//! window has moved on to a new bucket, and add one to that bucket's call
-//! counter with a compare-and-swap (callgrind: `record_time` 116
-//! instructions a call, `record_slow` 68, `advance` 45). A rate over the last
-//! 60 s needs that count. (In criterion's loop the 6 s bucket reaches its cap
-//! of 4 194 303 calls in well under a second, and a success into a full
-//! bucket adds nothing: the times above are mostly that path, the
-//! instruction counts the one that adds.)
+//! The old code (before the inline path below), with this bench, in the
+//! run just after: 3.05, 49.4 and 16.7 ns (16.2× and 5.47×). The machine
+//! was loaded (other jobs on its 2 cores) and criterion's medians moved by
+//! a third between runs; the same binaries timed in 9 interleaved rounds of
+//! 10 million calls each (the instruction count's loop, `WT_COUNT_FORM=…`,
+//! least time of the rounds, less the empty loop's) gave count window
+//! 1.25 ns, consecutive 1.05 ns (0.84×), time window 7.73 ns on
+//! `CoarseClock` (6.2×) and 29.9 ns on `StdClock`; the old code in the same
+//! rounds 10.96 ns and 32.7 ns (in an earlier pair of runs 12.9 against
+//! 9.0 ns on `CoarseClock`).
+//!
+//! The target of at most 1.2× the count window's call holds for consecutive
+//! failures (the same 50 instructions: a success in a healthy run changes
+//! nothing, and is the same inline load of the window's word). It does not
+//! hold for the time window, on either clock, and cannot for any window
+//! that is exact over time: where a count window full of successes takes
+//! another success as it is (two loads, no write), a success must be
+//! counted in its bucket, because it is the denominator of the failure
+//! rate, and that is a read-modify-write of shared memory: a `lock
+//! cmpxchg`, 11–13 ns back to back on this machine, where a load is under
+//! 1 ns. With that one write taken out (a measurement build, not kept), the
+//! same call was 4.2 ns against 8.7 ns in the same rounds: the write is
+//! half the call, and the floor of a counted call is near 5× the count
+//! window's here, whatever else is shaved. On `StdClock` the call also
+//! reads the clock (`clock_gettime`, about 20–25 ns in this VM), which the
+//! count window never does; on `CoarseClock` that read is one load.
+//!
+//! What the closed call does now: a plain success whose bucket is the
+//! window's latest (nothing to move on or clear) and already holds the
+//! minimum calls (no trip check due) is counted inline: its bucket from
+//! the time (two divisions), the counter's load, the window word's load
+//! and one compare-and-swap. Before, it went out of line through the
+//! whole record path (callgrind: `record_time` 116 instructions a call,
+//! `record_slow` 68, `advance` 45, 276 in all on `CoarseClock`, reading
+//! the window word three times): 10.96 ns against 7.73 ns on
+//! `CoarseClock` in the rounds above. The divisions
+//! (`now / bucket` and `epoch % buckets`) are about 12 of the 119
+//! instructions (a build with both as constants counted 116 against 128
+//! before the last change, the same time within the noise): on x86 they
+//! run in the shadow of the compare-and-swap. A `fetch_add` in place of the
+//! compare-and-swap would cost the same here (measured: 12.6 against 11.9 ns
+//! back to back) and cannot refuse to add to a counter that a rollover has
+//! just replaced (`src/breaker/time.rs`).
+//!
+//! Earlier versions of this table timed a minute in buckets of 6 s: in
+//! criterion's loop such a bucket reaches its cap of 4 194 303 calls in
+//! well under a second, after which a success adds nothing, so those times
+//! (9.40 ns, 4.48×) were mostly that path; the instruction counts (275)
+//! were the one that adds. The bucket's length costs a counted call
+//! nothing else (one call in about a million moves the window on here).
 //!
 //! Against the peers in the same run: failsafe's consecutive-failures breaker
-//! (24.0 ns) is 15× ours (1.61 ns), and 2.6× our time window on
-//! `CoarseClock`, but our time window on `StdClock` is 1.3× it (it reads the
+//! (36.5 ns) is 16.7× ours (2.19 ns) and 3.4× our time window on
+//! `CoarseClock`; our time window on `StdClock` is 1.13× it (it reads the
 //! clock once per call too). failsafe's default policy, which keeps a success
-//! rate over a time window, is 2.5× our time window on `StdClock` and 8.1× on
+//! rate over a time window, is 2.8× our time window on `StdClock` and 10.7× on
 //! `CoarseClock`. resilience4j (Java) was not measured here: its time-based
 //! sliding window is the same shape as ours, a ring of per-interval
 //! aggregates that each call updates, and its count-based window a ring of
@@ -354,11 +387,18 @@
 //! On the Cortex-M4F (`bash firmware/build.sh`, its `time-window` and
 //! `consecutive` variants against `no-deadline`, the same firmware with the
 //! count window of 64 calls): the time window (10 s in ten buckets) adds
-//! 2 536 B of flash at `"z"` (2 580 B at `"s"`) and 64 B of RAM (the static
+//! 2 876 B of flash at `"z"` (3 036 B at `"s"`) and 64 B of RAM (the static
 //! breaker is 200 B against 136 B); 864 B of that is compiler_builtins' 64-bit
 //! division (`u64_div_rem`, for the bucket; Cortex-M has no such
 //! instruction), most of the rest the time window's recording (the breaker's
-//! out-of-line record path is 2 296 B against 1 092 B). Consecutive failures
+//! out-of-line record path is 2 244 B against 1 092 B). The closed path's
+//! inline count is 340 B of it at `"z"` (456 B at `"s"`; before it, 2 536 B
+//! and 2 580 B); out of line (`#[inline(never)]`) it saved nothing at `"z"`
+//! (2 884 B) and cost x86 11 instructions a call, so it stays inline. On
+//! Cortex-M the two divisions are calls into `u64_div_rem` on every
+//! counted call, where x86 hides them under the compare-and-swap: a
+//! reciprocal for each (a multiply and a shift, set up with the config)
+//! would take them and the 864 B out, not measured here. Consecutive failures
 //! cost 68 B less flash at `"z"` (64 B at `"s"`) and 56 B less RAM (80 B).
 //! A count-window or consecutive breaker links none of the time window's
 //! code (their storage has no buckets), nor the division.

@@ -40,8 +40,8 @@
 //! sharing one copy of the window code, the clock read and the refusal.
 //! Its two other variants put the breaker on a time window (`time-window`:
 //! 10 s in ten buckets, a `TimeBreaker`) or on consecutive failures
-//! (`consecutive`) instead of the last 64 calls: the time window adds 2.5 KiB
-//! of flash at either level, 0.8 KiB of it a 64-bit division (its bucket of
+//! (`consecutive`) instead of the last 64 calls: the time window adds 2.8–3.0
+//! KiB of flash, 0.8 KiB of it a 64-bit division (its bucket of
 //! the time; the count and consecutive breakers link none), and consecutive
 //! failures save 64–68 B (the guide's benchmarks page, "The other windows").
 //!
