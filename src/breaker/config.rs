@@ -132,11 +132,11 @@ pub enum BreakerWindow {
     ///
     /// `duration` must divide into whole milliseconds per bucket, a bucket
     /// must be at least 1 ms (the resolution of the coarsest clock), and
-    /// `buckets` is 1 to 100.
+    /// `buckets` is 1 to 64.
     Time {
         /// How far back the window reaches.
         duration: Duration,
-        /// Buckets it is cut into: 1 to 100.
+        /// Buckets it is cut into: 1 to 64.
         buckets: usize,
     },
     /// `failures` failures in a row trip the breaker; any success (and a
