@@ -211,7 +211,7 @@
 //! [`acquire_until`]: GlobalBulkhead::acquire_until
 //! [`acquire_timeout`]: GlobalBulkhead::acquire_timeout
 
-use std::{format, string::String};
+use std::{format, string::String, vec::Vec};
 
 mod config;
 mod conn;
@@ -387,6 +387,48 @@ impl GlobalBulkhead {
     ) -> Result<Self, GlobalBuildError> {
         Self::connect_on(url, name, config, TokioClock)
     }
+
+    /// A global bulkhead for system `name` on a Redis Cluster (Redis 7.0
+    /// or later, or Valkey), given the URLs of some of its nodes
+    /// (`redis://host:port`, `rediss://…`; the client learns the others
+    /// from them). See [the module's section](self#redis-cluster) for what
+    /// a cluster changes.
+    ///
+    /// Everything else is as [`connect`](GlobalBulkhead::connect): the
+    /// connection is made on first use, through redis-rs's cluster
+    /// client, which follows the system's slot when it moves.
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalBuildError::BadUrl`] for no URL, one redis-rs cannot open,
+    /// a Unix socket (a cluster names its nodes by host and port), or
+    /// nodes that disagree on password, protocol or TLS; the others as
+    /// [`connect`](GlobalBulkhead::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::redis::{GlobalBuildError, GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).build().unwrap();
+    /// // No cluster needs to be there yet.
+    /// let nodes = ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"];
+    /// let payments = GlobalBulkhead::connect_cluster(&nodes, "payments", config).unwrap();
+    /// assert_eq!(payments.name(), "payments");
+    ///
+    /// let none: [&str; 0] = [];
+    /// let err = GlobalBulkhead::connect_cluster(&none, "payments", config).unwrap_err();
+    /// assert!(matches!(err, GlobalBuildError::BadUrl(_)));
+    /// # });
+    /// ```
+    pub fn connect_cluster<U: AsRef<str>>(
+        nodes: &[U],
+        name: &'static str,
+        config: GlobalConfig,
+    ) -> Result<Self, GlobalBuildError> {
+        Self::connect_cluster_on(nodes, name, config, TokioClock)
+    }
 }
 
 impl<R: Runtime> GlobalBulkhead<R> {
@@ -415,11 +457,50 @@ impl<R: Runtime> GlobalBulkhead<R> {
         config: GlobalConfig,
         runtime: R,
     ) -> Result<Self, GlobalBuildError> {
+        Self::open(conn::Endpoint::Single(url), name, config, runtime)
+    }
+
+    /// Like [`connect_cluster`](GlobalBulkhead::connect_cluster), on
+    /// `runtime` (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_cluster`](GlobalBulkhead::connect_cluster).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::redis::{GlobalBulkhead, GlobalConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalConfig::builder(20).build().unwrap();
+    /// let nodes = ["redis://127.0.0.1:7000"];
+    /// let g = GlobalBulkhead::connect_cluster_on(&nodes, "payments", config, TokioClock).unwrap();
+    /// assert_eq!(g.config().limit(), 20);
+    /// # });
+    /// ```
+    pub fn connect_cluster_on<U: AsRef<str>>(
+        nodes: &[U],
+        name: &'static str,
+        config: GlobalConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalBuildError> {
+        let nodes: Vec<String> = nodes.iter().map(|u| String::from(u.as_ref())).collect();
+        Self::open(conn::Endpoint::Cluster(&nodes), name, config, runtime)
+    }
+
+    fn open(
+        endpoint: conn::Endpoint<'_>,
+        name: &'static str,
+        config: GlobalConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalBuildError> {
         check_name(name)?;
         if !runtime.can_spawn() {
             return Err(GlobalBuildError::NoRuntime);
         }
-        let core = Core::open(url, name, config, runtime.clone())?;
+        let core = Core::open(endpoint, name, config, runtime.clone())?;
 
         let breaker = HeapBreaker::try_new(name, config.store_breaker, runtime.clone())
             .map_err(|e| GlobalBuildError::Config(GlobalConfigError::StoreBreaker(e)))?;
@@ -912,8 +993,12 @@ impl<R: Runtime> GlobalBulkhead<R> {
             let reply = inner.core.acquire(&member).await;
             match &reply {
                 Ok(_) => probe.success(),
-                Err(_) => {
-                    probe.failure();
+                Err(e) => {
+                    if conn::slot_moving(e) {
+                        probe.ignore();
+                    } else {
+                        probe.failure();
+                    }
                     inner.give_back(member.clone());
                 }
             }

@@ -5,18 +5,18 @@
 //! Both the handle ([`GlobalBulkhead`](super::GlobalBulkhead) and its
 //! permits) and the keeper task use [`Core`]; neither uses the other.
 
-use std::{format, string::String, vec::Vec};
+use std::{boxed::Box, format, string::String, vec::Vec};
 
 use core::future::Future;
 use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ::redis::aio::ConnectionManager;
-use ::redis::{IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Script, Value};
+use ::redis::{PushInfo, PushKind, Script, Value};
 use event_listener::{Event, EventListener};
 
 use super::config::GlobalConfig;
+use super::conn::{Blocking, Conn, Endpoint};
 use super::error::{GlobalBuildError, StoreFailure};
 use super::runtime::Runtime;
 use super::telemetry::Stats;
@@ -43,6 +43,12 @@ pub(super) fn check_name(name: &'static str) -> Result<(), GlobalBuildError> {
 }
 
 /// The scripts, loaded once per process (their text is part of the binary).
+///
+/// In a Redis Cluster they publish with `SPUBLISH`: sharded pub/sub, whose
+/// channel lives in the slot of its hash tag (the system's, like its
+/// keys), so a message goes only to the node that serves the system
+/// instead of to every node over the cluster bus; one Redis keeps
+/// `PUBLISH` (and so Redis 6).
 struct Scripts {
     acquire: Script,
     release: Script,
@@ -52,14 +58,25 @@ struct Scripts {
 }
 
 impl Scripts {
-    fn new() -> Self {
+    fn new(sharded: bool) -> Self {
+        let script = |text: &str| Script::new(&script_text(text, sharded));
         Scripts {
-            acquire: Script::new(include_str!("scripts/acquire.lua")),
-            release: Script::new(include_str!("scripts/release.lua")),
-            renew: Script::new(include_str!("scripts/renew.lua")),
-            share_refresh: Script::new(include_str!("scripts/share_refresh.lua")),
-            share_leave: Script::new(include_str!("scripts/share_leave.lua")),
+            acquire: script(include_str!("scripts/acquire.lua")),
+            release: script(include_str!("scripts/release.lua")),
+            renew: script(include_str!("scripts/renew.lua")),
+            share_refresh: script(include_str!("scripts/share_refresh.lua")),
+            share_leave: script(include_str!("scripts/share_leave.lua")),
         }
+    }
+}
+
+/// A script's text, its publications made sharded (`SPUBLISH`) if
+/// `sharded`.
+fn script_text(text: &str, sharded: bool) -> String {
+    if sharded {
+        text.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
+    } else {
+        String::from(text)
     }
 }
 
@@ -191,7 +208,10 @@ pub(super) struct Core<R> {
     pub(super) stats: Stats,
     keys: Keys,
     scripts: Scripts,
-    con: ConnectionManager,
+    /// The scripts' connection, and the channel's (the same connection
+    /// on one Redis; two in a cluster, see `conn::open_with_pushes`).
+    con: Conn,
+    sub: Conn,
     /// Told by the push handler: a release elsewhere, or a lost connection.
     released: Arc<Event>,
     /// Whether the connection is subscribed to the release channel.
@@ -210,31 +230,21 @@ pub(super) struct Core<R> {
     /// That blocking connection, made on first need; and whether it
     /// failed once (then nothing more is tried: a shutdown must not wait a
     /// store timeout per permit).
-    client: ::redis::Client,
-    blocking: Mutex<Option<::redis::Connection>>,
+    client: Blocking,
+    blocking: Mutex<Option<Box<dyn ::redis::ConnectionLike + Send>>>,
     blocking_failed: AtomicBool,
 }
 
 impl<R: Runtime> Core<R> {
-    /// The store of system `name` on the Redis at `url`. It does not wait
-    /// for Redis: the connection is made on first use, and again by itself
-    /// after it is lost.
+    /// The store of system `name` on the Redis at `endpoint`. It does not
+    /// wait for Redis: the connection is made on first use, and again by
+    /// itself after it is lost.
     pub(super) fn open(
-        url: &str,
+        endpoint: Endpoint<'_>,
         name: &'static str,
         config: GlobalConfig,
         clock: R,
     ) -> Result<Self, GlobalBuildError> {
-        let info = url
-            .into_connection_info()
-            .map_err(GlobalBuildError::BadUrl)?;
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = ::redis::Client::open(info.set_redis_settings(settings))
-            .map_err(GlobalBuildError::BadUrl)?;
-
         let released = Arc::new(Event::new());
         let subscribed = Arc::new(AtomicBool::new(false));
         let keys = Keys::new(name);
@@ -253,10 +263,7 @@ impl<R: Runtime> Core<R> {
             }
         };
         // The shared settings (conn.rs), with the release channel's pushes.
-        let manager = super::conn::manager_config(config.store_timeout)
-            .set_push_sender(push)
-            .set_automatic_resubscription();
-        let con = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+        let cons = super::conn::open_with_pushes(endpoint, config.store_timeout, push)
             .map_err(GlobalBuildError::BadUrl)?;
 
         Ok(Core {
@@ -265,8 +272,9 @@ impl<R: Runtime> Core<R> {
             config,
             stats: Stats::default(),
             keys,
-            scripts: Scripts::new(),
-            con,
+            scripts: Scripts::new(cons.commands.sharded()),
+            con: cons.commands,
+            sub: cons.subscriptions,
             released,
             subscribed,
             leases: Mutex::new(HashMap::new()),
@@ -274,7 +282,7 @@ impl<R: Runtime> Core<R> {
             alive: AtomicUsize::new(0),
             drained: Event::new(),
             keeper_gone: AtomicBool::new(false),
-            client,
+            client: cons.blocking,
             blocking: Mutex::new(None),
             blocking_failed: AtomicBool::new(false),
         })
@@ -411,7 +419,7 @@ impl<R: Runtime> Core<R> {
     /// Subscribes the connection to its channel: the release channel per
     /// call, the wanted channel in leased mode.
     pub(super) async fn subscribe(&self) {
-        let mut con = self.con.clone();
+        let mut con = self.sub.clone();
         let channel = match self.config.mode {
             super::config::Mode::Leased { .. } => &self.keys.wanted,
             super::config::Mode::PerCall => &self.keys.channel,
@@ -557,7 +565,7 @@ impl<R: Runtime> Core<R> {
     /// per permit.
     fn with_blocking(
         &self,
-        f: impl FnOnce(&mut ::redis::Connection) -> Result<(), ::redis::RedisError>,
+        f: impl FnOnce(&mut dyn ::redis::ConnectionLike) -> Result<(), ::redis::RedisError>,
     ) {
         if self.blocking_failed.load(Ordering::Acquire) {
             return;
@@ -565,23 +573,14 @@ impl<R: Runtime> Core<R> {
         let Ok(mut slot) = self.blocking.lock() else {
             return;
         };
-        let timeout = Some(self.config.store_timeout);
         if slot.is_none() {
-            *slot = self
-                .client
-                .get_connection_with_timeout(self.config.store_timeout)
-                .and_then(|c| {
-                    c.set_read_timeout(timeout)?;
-                    c.set_write_timeout(timeout)?;
-                    Ok(c)
-                })
-                .ok();
+            *slot = self.client.connect(self.config.store_timeout).ok();
         }
         let Some(con) = slot.as_mut() else {
             self.blocking_failed.store(true, Ordering::Release);
             return;
         };
-        if f(con).is_err() {
+        if f(&mut **con).is_err() {
             self.blocking_failed.store(true, Ordering::Release);
             *slot = None;
         }
@@ -651,9 +650,13 @@ fn parse_refresh(v: &Value) -> Result<Refreshed, StoreFailure> {
 
 /// RESP3 pushes on the connection: release notifications wake waiters, and
 /// a lost connection wakes them all (they retry, and meet the fallback).
+/// In a cluster the messages are sharded (`SMESSAGE`), and a node that
+/// gives the system's slot away unsubscribes us (`SUNSUBSCRIBE`): the
+/// waiters are woken as for a lost connection, and the keeper subscribes
+/// again, on the node that serves the slot now.
 fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &AtomicBool) {
     match push.kind {
-        PushKind::Message => {
+        PushKind::Message | PushKind::SMessage => {
             let [Value::BulkString(ch), payload, ..] = push.data.as_slice() else {
                 return;
             };
@@ -669,11 +672,44 @@ fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &Atomic
             };
             released.notify(event_listener::IntoNotification::additional(freed));
         }
-        PushKind::Subscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Subscribe | PushKind::SSubscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+            let ours = matches!(push.data.first(), Some(Value::BulkString(ch)) if ch.as_slice() == channel.as_bytes());
+            if ours {
+                subscribed.store(false, Ordering::Release);
+                released.notify(usize::MAX);
+            }
+        }
         PushKind::Disconnection => {
             subscribed.store(false, Ordering::Release);
             released.notify(usize::MAX);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_text;
+
+    const SCRIPTS: [&str; 5] = [
+        include_str!("scripts/acquire.lua"),
+        include_str!("scripts/release.lua"),
+        include_str!("scripts/renew.lua"),
+        include_str!("scripts/share_refresh.lua"),
+        include_str!("scripts/share_leave.lua"),
+    ];
+
+    #[test]
+    fn sharded_scripts_publish_only_with_spublish() {
+        for text in SCRIPTS {
+            let publishes = text.matches("'PUBLISH'").count();
+            let sharded = script_text(text, true);
+            // Every publication is sharded (none left in another spelling).
+            assert_eq!(sharded.matches("'PUBLISH'").count(), 0, "{text}");
+            assert_eq!(sharded.matches("\"PUBLISH\"").count(), 0, "{text}");
+            assert_eq!(sharded.matches("redis.call('SPUBLISH',").count(), publishes);
+            assert_eq!(script_text(text, false), text);
+        }
     }
 }
