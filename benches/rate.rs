@@ -8,7 +8,7 @@
 //! | group | what |
 //! |---|---|
 //! | `rate/check/admitted` | `check()` that conforms (a quota of `u32::MAX` a second, as large a burst), 1 thread; ours on `StdClock` (`watertight`), on `CoarseClock` (`watertight-coarse`) and on `QuantaClock` (`watertight-quanta`: the clock governor reads, quanta's scaled counter, so the limiters alone are compared); governor on its default clock (quanta) |
-//! | `rate/check/refused` | `check()` that does not conform (1 an hour, burst 1, taken), 1 thread |
+//! | `rate/check/refused` | `check()` that does not conform (1 an hour, burst 1, taken), 1 thread; `watertight-quanta-uncounted` is a limiter made `without_refusal_count()`, which counts nothing on a refusal, as governor's |
 //! | `rate/check/2-threads-one-key` | `check()` admitted, two threads on one limiter (ours on `StdClock` and on quanta) |
 //! | `rate/keyed/1-thread` | `check_key` admitted, one key: ours (`KeyedRateLimiter<u64, StdClock, 128>`, std's `RandomState`) and governor's `RateLimiter::keyed` (its default `DashMap` store); ours on `StdClock` and on quanta |
 //! | `rate/keyed/2-threads-two-keys` | the same, two threads, each on a key of its own |
@@ -78,6 +78,11 @@ fn check(c: &mut Criterion) {
     quanta.check().unwrap();
     g.bench_function("watertight-quanta", |b| {
         b.iter(|| black_box(black_box(&quanta).check()).unwrap_err())
+    });
+    let uncounted = RateLimiter::new("bench", narrow(), QuantaClock::new()).without_refusal_count();
+    uncounted.check().unwrap();
+    g.bench_function("watertight-quanta-uncounted", |b| {
+        b.iter(|| black_box(black_box(&uncounted).check()).unwrap_err())
     });
     let gov = governor::RateLimiter::direct(gov_narrow());
     gov.check().unwrap();

@@ -38,7 +38,10 @@
 //! | cut the tail of a replicated system's latency: a second request when the first is slow | [`Policy::call_hedged`] with a [`hedge::Hedge`] | idempotent calls only; the delay at a percentile of recent latencies, each attempt through the policy, a budget of its own; [`guide::hedging`] |
 //! | carry that budget to the next service, so it stops when the caller has given up | [`deadline::wire`], and the `tower` layers `InboundDeadlineLayer` / `OutboundDeadlineLayer` (`http` feature) | `grpc-timeout` or a milliseconds header, what is left minus a network margin; a request with too little left is refused at admission ([guide](guide::deadline)) |
 //! | all three around every call to one system | [`Policy`] | bulkhead outside, breaker inside, deadline innermost; one error type |
+//! | answer a refused call anyway: a default, the answer without its optional part, a 503 with `Retry-After` | [`fallback::FallbackExt::or_fallback`] | the fallback gets the typed refusal (which layer, its retry hint), never the call's own error unless asked ([`or_fallback_any`](fallback::FallbackExt::or_fallback_any)); no allocation; [`guide::degrade`] |
+//! | serve the last good answer, marked with its age, while the system is unavailable | [`fallback::StaleCache::call`] | stale-if-error up to a max staleness, in a fixed table of `SETS × 8` keys; no allocation, `no_std` |
 //! | shed load in an HTTP server, or guard a client | the `tower` layers (`tower` feature) | `BulkheadLayer`, `BreakerLayer`, `PolicyLayer` (`.idempotent()` to retry), `HedgeLayer` |
+//! | prove in a test that a policy holds when the system fails: errors, 503s, latency, hangs at a rate | `chaos::Injector` (feature `chaos`), or `tower::ChaosLayer` | seeded: the same faults on every run on `ManualClock`; switched on and off at run time; the resilience test kit is the guide's `chaos` page |
 //! | a general async semaphore: long or unbounded waits, permits as bytes | not this crate | `tokio::sync::Semaphore`, `async_lock::Semaphore` |
 //!
 //! Why that order in a [`Policy`]: the bulkhead first, so a call refused for
@@ -146,7 +149,7 @@
 //! `std` is the default; everything else is opt-in: a clock per runtime
 //! (`tokio`, `async-io`, `embassy`), `critical-section` for targets without
 //! compare-and-swap, the integrations (`tower`, `metrics`, `tracing`,
-//! `serde`) and a limit shared across processes on Redis (`redis`,
+//! `serde`), fault injection to test them (`chaos`) and a limit shared across processes on Redis (`redis`,
 //! `redis-smol`). What each one enables, what it needs and which runtimes it
 //! serves: [`guide::features`], the crate's one feature table.
 //!
@@ -224,11 +227,13 @@ extern crate alloc;
 extern crate std;
 
 mod sync;
+mod table;
 
 pub mod breaker;
 pub mod bulkhead;
 pub mod clock;
 pub mod deadline;
+pub mod fallback;
 pub mod guide;
 pub mod hedge;
 pub mod limit;
@@ -238,6 +243,9 @@ pub mod rate;
 pub mod retry;
 pub mod throttle;
 
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 #[cfg(feature = "serde")]
 mod config_serde;
 #[cfg(feature = "metrics")]
@@ -277,6 +285,8 @@ pub mod futures {
     pub use crate::bulkhead::{Acquire, AcquireTimeout, AcquireUntil};
     #[cfg(all(feature = "alloc", target_has_atomic = "ptr"))]
     pub use crate::bulkhead::{AcquireOwned, AcquireOwnedTimeout, AcquireOwnedUntil};
+    #[cfg(feature = "chaos")]
+    pub use crate::chaos::Inject;
     pub use crate::deadline::Timeout;
     pub use crate::policy::{PolicyCall, RetryCall};
 }

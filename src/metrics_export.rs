@@ -63,6 +63,14 @@
 //! | `hedges_total` | counter | `system`, `outcome` | hedged requests ([`HedgeExporter`], for a [`Hedge`](crate::hedge::Hedge)): `outcome` is `won`, `lost`, `not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker` or `not_sent_limited` |
 //! | `hedge_budget_tokens` | gauge | `system` | tokens left in the hedge budget |
 //! | `hedge_latency_seconds` | gauge | `system`, `quantile` | the hedge histogram's percentiles, `quantile` `0.5`, `0.95`, `0.99`, `0.999`; NaN without samples |
+//! | `chaos_injected_total` | counter | `system`, `fault` | faults a fault injector injected (`ChaosExporter`, feature `chaos`): `fault` is `error`, `outcome`, `latency` or `hang` |
+//! | `chaos_passed_total` | counter | `system` | calls it let through untouched while enabled |
+//! | `chaos_enabled` | gauge | `system` | 1 while it is enabled, 0 while not |
+//! | `stale_served_total` | counter | `system` | stale answers a [`StaleCache`](crate::fallback::StaleCache) served ([`StaleCacheExporter`]) |
+//! | `stale_misses_total` | counter | `system`, `reason` | lookups with nothing to serve: `reason` is `absent` or `too_old` |
+//! | `stale_recorded_total` | counter | `system` | good answers recorded |
+//! | `stale_evictions_total` | counter | `system` | answers forgotten to make room for another key's |
+//! | `stale_entries` | gauge | `system` | answers held now |
 //!
 //! The breaker's call numbers are **gauges of its window** (the last
 //! `window_size` outcomes), the very numbers it trips on — not totals: a
@@ -122,6 +130,19 @@ use crate::throttle::{AdaptiveThrottle, ThrottleMetrics};
 #[path = "metrics_export/hedge.rs"]
 mod hedge;
 pub use hedge::{HedgeExporter, HEDGES_TOTAL, HEDGE_BUDGET_TOKENS, HEDGE_LATENCY_SECONDS};
+#[path = "metrics_export/stale.rs"]
+mod stale;
+pub use stale::{
+    StaleCacheExporter, STALE_ENTRIES, STALE_EVICTIONS_TOTAL, STALE_MISSES_TOTAL,
+    STALE_RECORDED_TOTAL, STALE_SERVED_TOTAL,
+};
+
+#[cfg(feature = "chaos")]
+#[path = "metrics_export/chaos.rs"]
+mod chaos;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub use chaos::{ChaosExporter, CHAOS_ENABLED, CHAOS_INJECTED_TOTAL, CHAOS_PASSED_TOTAL};
 
 /// `bulkhead_active_calls{system}`: permits held now (gauge).
 pub const BULKHEAD_ACTIVE_CALLS: &str = "bulkhead_active_calls";
@@ -254,6 +275,9 @@ pub const fn state_code(state: State) -> u8 {
 /// ```
 pub fn describe() {
     hedge::describe();
+    #[cfg(feature = "chaos")]
+    chaos::describe();
+    stale::describe();
     describe_counter!(
         THROTTLE_ADMITTED_TOTAL,
         Unit::Count,
@@ -409,7 +433,7 @@ pub fn describe() {
 /// A `usize` counter value as the facade's `u64` (lossless: `usize` is at
 /// most 64 bits on every target Rust supports).
 #[inline]
-fn count(n: usize) -> u64 {
+pub(crate) fn count(n: usize) -> u64 {
     n as u64
 }
 

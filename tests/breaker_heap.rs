@@ -313,7 +313,7 @@ fn call_and_classify<const N: usize, W: WindowStorage>(w: usize) {
 }
 
 macro_rules! scenarios {
-    ($($name:ident: $n:expr, $storage:ty, $window:expr;)*) => {
+    ($($name:ident: $n:expr_2021, $storage:ty, $window:expr_2021;)*) => {
         $(
             mod $name {
                 use super::*;

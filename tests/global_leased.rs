@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use global::{child, lines, next_report, output, report, role, runtime, Marks};
+use global::{child, first_grant, lines, next_report, output, report, role, runtime, Marks};
 use redis_server::RedisServer;
 use watertight::redis::{GlobalBulkhead, GlobalConfig, GlobalError, Mode, StoreFailure};
 
@@ -304,15 +304,9 @@ fn a_frozen_redis_ends_the_lease_and_its_permits_report_it() {
             Err(GlobalError::StoreUnavailable(StoreFailure::TimedOut))
         ));
         server.thaw();
-        let mut again = None;
-        for _ in 0..100 {
-            if let Ok(q) = g.try_acquire().await {
-                again = Some(q);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let again = again.expect("the share comes back with Redis");
+        let again = first_grant(&g, 100, Duration::from_millis(50))
+            .await
+            .expect("the share comes back with Redis");
         assert!(
             again.fencing_token().unwrap() > token,
             "a new lease, a larger token"

@@ -68,7 +68,7 @@ impl Probe {
     }
 
     /// A call that never completes.
-    fn hang(&self) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = Res>>> {
+    fn hang(&self) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = Res>>> + use<> {
         let started = Rc::clone(&self.started);
         let dropped = Rc::clone(&self.dropped);
         move || {
@@ -86,7 +86,7 @@ impl Probe {
         &self,
         gate: &Rc<Cell<bool>>,
         value: Res,
-    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = Res>>> {
+    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = Res>>> + use<> {
         let started = Rc::clone(&self.started);
         let dropped = Rc::clone(&self.dropped);
         let gate = Rc::clone(gate);
@@ -108,7 +108,7 @@ impl Probe {
     }
 
     /// A call that answers `value` at once.
-    fn answer(&self, value: Res) -> impl FnOnce() -> std::future::Ready<Res> {
+    fn answer(&self, value: Res) -> impl FnOnce() -> std::future::Ready<Res> + use<> {
         let started = Rc::clone(&self.started);
         move || {
             started.set(true);

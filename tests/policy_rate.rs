@@ -34,7 +34,7 @@ fn policy(clock: &ManualClock, slots: usize, quota: Quota) -> Policy<&ManualCloc
 }
 
 /// A call that counts how often it was made.
-fn counted(made: &Cell<u32>) -> impl Future<Output = Result<u32, &'static str>> {
+fn counted(made: &Cell<u32>) -> impl Future<Output = Result<u32, &'static str>> + use<> {
     made.set(made.get() + 1);
     async { Ok(7) }
 }

@@ -423,3 +423,39 @@ fn the_admission_count_is_exact_and_never_goes_back() {
         (40_000, 40_000, 0)
     );
 }
+
+/// A limiter made `without_refusal_count` decides every request as a
+/// counted one does, with the same hints, and counts all but its refusals
+/// (checks and waits alike).
+#[test]
+fn uncounted_refusals_decide_alike_and_count_nothing() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).burst(3);
+    let counted = RateLimiter::new("a", quota, &clock);
+    let uncounted = RateLimiter::new("b", quota, &clock).without_refusal_count();
+    assert!(counted.counts_refusals() && !uncounted.counts_refusals());
+    let mut refusals = 0;
+    for step in 0..200u64 {
+        let n = (step % 4) as u32 + 1;
+        let (a, b) = (counted.check_n(n), uncounted.check_n(n));
+        assert_eq!(a, b, "step {step}");
+        if matches!(a, Err(RateError::Limited(_))) {
+            refusals += 1;
+        }
+        // A wait whose deadline is too early: refused at once, and counted
+        // only by the counted limiter.
+        let a = Task::new(counted.acquire_until(clock.now())).ready();
+        let b = Task::new(uncounted.acquire_until(clock.now())).ready();
+        assert_eq!(a.is_ok(), b.is_ok(), "step {step}");
+        refusals += usize::from(a.is_err());
+        clock.advance(Duration::from_millis(37 + step % 50));
+    }
+    let (a, b) = (counted.metrics(), uncounted.metrics());
+    assert!(refusals > 50, "the run refuses often: {refusals}");
+    assert_eq!(a.refused, refusals);
+    assert_eq!(b.refused, 0);
+    assert_eq!(
+        (a.admitted, a.admitted_cells),
+        (b.admitted, b.admitted_cells)
+    );
+}

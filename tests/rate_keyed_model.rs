@@ -19,6 +19,8 @@
 //! by `tests/model/rate.rs`'s `check_windows` over the instants the
 //! limiter admitted, eviction or not.
 mod common;
+#[path = "support/identity_hasher.rs"]
+mod identity_hasher;
 #[path = "support/proptest_config.rs"]
 mod proptest_config;
 #[macro_use]
@@ -28,40 +30,15 @@ mod check;
 mod model;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use check::Mismatch;
+use identity_hasher::Identity;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use watertight::clock::{Clock, Instant, ManualClock};
 use watertight::rate::{KeyedError, KeyedRateLimiter, NotYet, Quota, RateError, WAYS};
-
-/// Hashes a `u64` to itself.
-#[derive(Clone, Copy, Default)]
-struct Identity;
-
-struct IdHasher(u64);
-
-impl BuildHasher for Identity {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-impl Hasher for IdHasher {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys")
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 /// The alphabet: 20 keys spread over the hash space.
 fn key(i: u8) -> u64 {

@@ -48,7 +48,8 @@ fn policy(max_concurrent: usize, max_wait: Duration, clock: &Clock) -> Arc<Polic
 /// An inner service that answers at once, counting the calls that reach it.
 fn answering(
     hits: &Arc<AtomicUsize>,
-) -> impl Service<u32, Response = u32, Error = u32, Future = Ready<Result<u32, u32>>> + Clone {
+) -> impl Service<u32, Response = u32, Error = u32, Future = Ready<Result<u32, u32>>> + Clone + use<>
+{
     let hits = hits.clone();
     tower::service_fn(move |n: u32| {
         hits.fetch_add(1, Relaxed);
@@ -354,7 +355,8 @@ fn a_closed_bulkhead_refuses_with_bulkhead_closed() {
 fn flaky(
     sent: &Arc<std::sync::Mutex<Vec<u32>>>,
     fails: usize,
-) -> impl Service<u32, Response = u32, Error = u32, Future = Ready<Result<u32, u32>>> + Clone {
+) -> impl Service<u32, Response = u32, Error = u32, Future = Ready<Result<u32, u32>>> + Clone + use<>
+{
     let sent = sent.clone();
     tower::service_fn(move |n: u32| {
         let mut sent = sent.lock().unwrap();

@@ -16,6 +16,9 @@
 //! | retry of an idempotent call | INFO | `watertight::policy` | `system`, `reason` (`failure`, `timeout`), `attempt` (the one about to start: 2 for the first retry), `backoff_ms` |
 //! | retry refused by the retry budget | DEBUG | `watertight::policy` | `system` |
 //! | adaptive limit change | INFO | `watertight::limit::adaptive` | `system`, `from`, `to`, and the window's `successes`, `avg_rtt_us`, `dropped`, `timed_out` |
+//! | fault injected (feature `chaos`) | DEBUG | `watertight::chaos` | `system`, `fault` (`error`, `outcome`, `latency`, `hang`), `latency_ms` for a latency |
+//! | stale answer served | DEBUG | `watertight::fallback` | `system`, `age_ms` (rounded down) |
+//! | no stale answer to serve | DEBUG | `watertight::fallback` | `system`, `reason` (`absent`, `too_old`) |
 //! | hedge not sent | DEBUG | `watertight::hedge` | `system`, `outcome` (`not_sent_budget`, `not_sent_bulkhead`, `not_sent_breaker`, `not_sent_limited`); after the refusing layer's own event, if a layer refused |
 //!
 //! A retry is one event, before its backoff; a failed attempt emits
@@ -865,4 +868,76 @@ fn one_event_per_hedge_not_sent_after_the_refusing_layers() {
         "{events:#?}"
     );
     assert_eq!(events[0].target, "watertight::hedge");
+}
+
+#[cfg(feature = "chaos")]
+#[test]
+fn one_event_per_injected_fault_and_none_for_a_pass() {
+    use watertight::chaos::{ChaosConfig, Fault, Injector};
+    let clock = ManualClock::new();
+    let config = ChaosConfig::builder()
+        .error(0.25, || Err("injected"))
+        .outcome(0.25, || Ok(503))
+        .latency(0.25, Duration::from_millis(120))
+        .seed(4)
+        .build()
+        .unwrap();
+    let chaos = Injector::new("pricing", config, &clock);
+    let (drawn, events) = capture(|| (0..40).map(|_| chaos.draw()).collect::<Vec<_>>());
+    let injected: Vec<Fault> = drawn.iter().flatten().copied().collect();
+    assert!(injected.len() < 40, "some calls pass");
+    assert_eq!(events.len(), injected.len(), "{events:#?}");
+    for (e, f) in events.iter().zip(&injected) {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::chaos")
+        );
+        assert_eq!(e.field("system"), Some("pricing"));
+        assert_eq!(e.field("fault"), Some(f.label()));
+        let latency = (*f == Fault::Latency).then_some("120");
+        assert_eq!(e.field("latency_ms"), latency);
+    }
+    // Disabled: no draw, no event.
+    chaos.disable();
+    let (_, events) = capture(|| (0..40).for_each(|_| assert_eq!(chaos.draw(), None)));
+    assert!(events.is_empty());
+    // A call through `inject` emits the same one event.
+    chaos.enable();
+    let (fault, events) = capture(|| {
+        (0..10)
+            .map(|_| chaos.inject(async { Ok::<u16, &str>(200) }).fault())
+            .find(Option::is_some)
+            .flatten()
+    });
+    let fault = fault.expect("a fault in ten calls");
+    assert_eq!(events.last().unwrap().field("fault"), Some(fault.label()));
+}
+
+#[test]
+fn one_event_per_stale_answer_served_and_per_miss() {
+    use watertight::fallback::StaleCache;
+
+    let clock = ManualClock::new();
+    let prices: StaleCache<u32, u64, _, 1> =
+        StaleCache::new("prices", Duration::from_secs(60), &clock);
+    let ((), events) = capture(|| {
+        prices.record(7, 4200);
+        clock.advance(Duration::from_millis(42_500));
+        assert!(prices.serve(&7).is_some());
+        assert!(prices.serve(&8).is_none());
+        clock.advance(Duration::from_secs(60));
+        assert!(prices.serve(&7).is_none());
+    });
+    let expected = vec![
+        pairs(&[("age_ms", "42500"), ("system", "prices")]),
+        pairs(&[("reason", "absent"), ("system", "prices")]),
+        pairs(&[("reason", "too_old"), ("system", "prices")]),
+    ];
+    assert_eq!(summary(&events), expected, "{events:#?}");
+    for e in &events {
+        assert_eq!(
+            (e.level, e.target.as_str()),
+            (Level::DEBUG, "watertight::fallback")
+        );
+    }
 }

@@ -99,21 +99,21 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
 
     /// Whether generation `gen` is still the breaker's.
     #[inline]
-    fn current(&self, gen: u32) -> bool {
-        word::gen(self.state.load(Acquire)) == gen
+    fn current(&self, generation: u32) -> bool {
+        word::generation(self.state.load(Acquire)) == generation
     }
 
     /// When the state in word `s` began, as far as the stamp tells.
     #[inline]
     fn began(&self, s: u32, now: Instant) -> Began {
-        match word::read(self.stamp.load(Acquire), word::gen(s), now) {
+        match word::read(self.stamp.load(Acquire), word::generation(s), now) {
             Some(at) => Began::At(at),
             None => {
                 // Either the transition into `s` has not published its stamp
                 // yet, or the breaker has moved past `s` and the stamp is a
                 // later generation's: a decision made on `s` would be stale.
                 let current = self.state.load(Acquire);
-                if word::gen(current) != word::gen(s) {
+                if word::generation(current) != word::generation(s) {
                     Began::Moved(current)
                 } else {
                     Began::Unpublished
@@ -129,7 +129,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         if word::taken(s) <= word::succeeded(s) {
             return Expiry::Not;
         }
-        let last = match word::read(self.admitted.load(Acquire), word::gen(s), now) {
+        let last = match word::read(self.admitted.load(Acquire), word::generation(s), now) {
             Some(at) => at,
             None => match self.began(s, now) {
                 Began::At(at) => at,
@@ -148,16 +148,16 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
 
     /// Notes that the half-open episode of generation `gen` admitted a probe
     /// at `now` (only with a limit set).
-    fn note_admission(&self, gen: u32, now: Instant) {
-        self.publish(&self.admitted, gen, word::stamp(gen, now));
+    fn note_admission(&self, generation: u32, now: Instant) {
+        self.publish(&self.admitted, generation, word::stamp(generation, now));
     }
 
     /// Publishes `at` as the stamp of generation `gen` in `word`, unless the
     /// breaker has moved past `gen` (a later generation's stamp must not be
     /// overwritten by a late writer).
-    fn publish(&self, word: &AtomicStamp, gen: u32, stamp: word::Stamp) {
+    fn publish(&self, word: &AtomicStamp, generation: u32, stamp: word::Stamp) {
         let mut old = word.load(Acquire);
-        while old != stamp && self.current(gen) {
+        while old != stamp && self.current(generation) {
             match word.compare_exchange_weak(old, stamp, AcqRel, Acquire) {
                 Ok(_) => break,
                 Err(actual) => old = actual,
@@ -213,7 +213,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     pub(super) fn acquire_raw(&self) -> Result<Raw, Rejection> {
         let s = self.state.load(Acquire);
         if word::state(s) == CLOSED {
-            return Ok(Raw::new(self.start(), word::gen(s), false));
+            return Ok(Raw::new(self.start(), word::generation(s), false));
         }
         let mut why = Rejection::ProbesBusy;
         match self.acquire_slow(s, &mut why) {
@@ -228,7 +228,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     fn acquire_slow(&self, mut s: u32, why: &mut Rejection) -> Option<Raw> {
         loop {
             match word::state(s) {
-                CLOSED => return Some(Raw::new(self.start(), word::gen(s), false)),
+                CLOSED => return Some(Raw::new(self.start(), word::generation(s), false)),
                 FORCED_OPEN => {
                     *why = self.reject(Rejection::ForcedOpen);
                     return None;
@@ -264,7 +264,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                                 } else {
                                     Instant::from_nanos(0)
                                 },
-                                word::gen(probing),
+                                word::generation(probing),
                                 true,
                             ))
                         }
@@ -303,15 +303,15 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                                 } else {
                                     self.now()
                                 };
-                                self.note_admission(word::gen(s), now);
+                                self.note_admission(word::generation(s), now);
                             }
-                            return Some(Raw::new(start, word::gen(s), true));
+                            return Some(Raw::new(start, word::generation(s), true));
                         }
                         Err(actual) => s = actual,
                     }
                 }
                 // DISABLED, the fifth state: admit and record nothing.
-                _ => return Some(Raw::new(Instant::from_nanos(0), word::gen(s), false)),
+                _ => return Some(Raw::new(Instant::from_nanos(0), word::generation(s), false)),
             }
         }
     }
@@ -325,10 +325,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             && self.now().as_nanos().saturating_sub(raw.start.as_nanos()) > self.config.slow_ns;
         if !failed
             && !slow
-            && self.state.load(Acquire) == word::make(CLOSED, raw.gen())
+            && self.state.load(Acquire) == word::make(CLOSED, raw.generation())
             && self
                 .window
-                .takes_plain_success_as_is(raw.gen(), self.config.plain_run as usize)
+                .takes_plain_success_as_is(raw.generation(), self.config.plain_run as usize)
         {
             return;
         }
@@ -349,7 +349,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     fn record_outcome(&self, raw: Raw, kind: Kind, failed: bool, slow: bool) -> Landed {
         let s = self.state.load(Acquire);
         let state = word::state(s);
-        if word::gen(s) != raw.gen() {
+        if word::generation(s) != raw.generation() {
             return Landed::Stale;
         }
         // Disabled records nothing. Open and ForcedOpen hand out no permits,
@@ -382,12 +382,12 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             && self.config.kind() == KIND_TIME
         {
             self.window.record_time(
-                raw.gen(),
+                raw.generation(),
                 kind,
                 self.now().as_nanos(),
                 self.config.time_spec(),
                 self.config.minimum_calls as usize,
-                || self.current(raw.gen()),
+                || self.current(raw.generation()),
             )
         } else {
             // The count window, or (a size of 0) the consecutive run, which
@@ -397,8 +397,9 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             } else {
                 (kind, self.config.window_size as usize)
             };
-            self.window
-                .record(raw.gen(), kind, size, || self.current(raw.gen()))
+            self.window.record(raw.generation(), kind, size, || {
+                self.current(raw.generation())
+            })
         };
         let Some(recorded) = recorded else {
             return Landed::Stale;
@@ -432,7 +433,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
     #[inline(always)]
     fn decide_probe(&self, mut s: u32, raw: Raw, failed: bool) -> Landed {
         loop {
-            if word::gen(s) != raw.gen() {
+            if word::generation(s) != raw.generation() {
                 // Another probe decided the episode meanwhile.
                 return Landed::Stale;
             }
@@ -446,7 +447,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                     word::with_succeeded(s, succeeded)
                 }
             };
-            let result = if word::gen(decided) != raw.gen() {
+            let result = if word::generation(decided) != raw.generation() {
                 self.transition(s, decided, self.now())
             } else {
                 self.state
@@ -466,7 +467,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
             return;
         }
         let mut s = self.state.load(Acquire);
-        if word::gen(s) == raw.gen()
+        if word::generation(s) == raw.generation()
             && word::state(s) == HALF_OPEN
             && self.config.max_half_open_ns != 0
         {
@@ -481,7 +482,10 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
                 Expiry::Not => {}
             }
         }
-        while word::gen(s) == raw.gen() && word::state(s) == HALF_OPEN && word::taken(s) > 0 {
+        while word::generation(s) == raw.generation()
+            && word::state(s) == HALF_OPEN
+            && word::taken(s) > 0
+        {
             let fewer = word::with_taken(s, word::taken(s) - 1);
             match self.state.compare_exchange_weak(s, fewer, AcqRel, Acquire) {
                 Ok(_) => return,
@@ -549,18 +553,18 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> CircuitBreaker
         tripped: Option<Tripped>,
     ) -> Result<(), u32> {
         self.state.compare_exchange(from, to, AcqRel, Acquire)?;
-        let gen = word::gen(to);
-        let current = || self.current(gen);
+        let generation = word::generation(to);
+        let current = || self.current(generation);
         // A reset of a closed breaker changes no state: a new generation and
         // an empty window, but no new transition time (a closed state's
         // stamp is never read but for `last_transition`) and nothing to tell.
         let changed = word::state(from) != word::state(to);
-        let (stamp, at) = word::stamp_and_floor(gen, at);
+        let (stamp, at) = word::stamp_and_floor(generation, at);
         if changed {
-            self.publish(&self.stamp, gen, stamp);
+            self.publish(&self.stamp, generation, stamp);
         }
         match word::state(to) {
-            CLOSED | HALF_OPEN => self.window.install(gen, current),
+            CLOSED | HALF_OPEN => self.window.install(generation, current),
             _ => self.window.freeze(current),
         }
         if !changed {

@@ -936,7 +936,7 @@ impl<C, const N: usize, H, W: WindowStorage> fmt::Debug for CircuitBreaker<C, N,
         f.debug_struct("CircuitBreaker")
             .field("name", &self.name)
             .field("state", &State::from_bits(word::state(s)))
-            .field("generation", &word::gen(s))
+            .field("generation", &word::generation(s))
             .field("capacity", &self.window.capacity())
             .field("config", &self.config)
             .finish_non_exhaustive()

@@ -264,7 +264,7 @@ impl<C: Clock, const N: usize, H: OnTransition, W: WindowStorage> fmt::Debug
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallPermit")
             .field("breaker", &self.breaker.name)
-            .field("generation", &self.raw.gen())
+            .field("generation", &self.raw.generation())
             .field("probe", &(self.raw.is_probe()))
             .finish()
     }
@@ -295,9 +295,9 @@ mod sealed {
 
     impl Raw {
         #[inline(always)]
-        pub(crate) const fn new(start: Instant, gen: u32, probe: bool) -> Raw {
+        pub(crate) const fn new(start: Instant, generation: u32, probe: bool) -> Raw {
             // `gen` has 13 bits (`word::GEN_BITS`): the shift loses nothing.
-            let bits = gen << 2 | (probe as u32) << 1 | 1;
+            let bits = generation << 2 | (probe as u32) << 1 | 1;
             match NonZeroU32::new(bits) {
                 Some(tag) => Raw { start, tag },
                 None => unreachable!(),
@@ -318,7 +318,7 @@ mod sealed {
 
         /// The generation it was admitted in.
         #[inline(always)]
-        pub(crate) const fn gen(self) -> u32 {
+        pub(crate) const fn generation(self) -> u32 {
             self.tag.get() >> 2
         }
 

@@ -367,20 +367,20 @@ impl<W: WindowStorage> Window<W> {
     /// bucket holds at most `minimum` calls, which is when it counts.
     pub(crate) fn record_time(
         &self,
-        gen: u32,
+        generation: u32,
         kind: Kind,
         now_ns: u64,
         spec: Spec,
         minimum: usize,
         current: impl Fn() -> bool,
     ) -> Option<Recorded> {
-        let tag = tag_of(gen);
+        let tag = tag_of(generation);
         let w = self.word.load(Acquire);
         if !Self::open_to(w, tag) {
             if w & TAG_MASK == tag || !current() {
                 return None;
             }
-            self.install(gen, &current);
+            self.install(generation, &current);
         }
         let epoch = spec.epoch(now_ns);
         self.advance(tag, epoch, spec)?;
@@ -462,8 +462,8 @@ mod tests {
         buckets: 10,
     };
 
-    fn rec(w: &Window<Inline<1, 10>>, gen: u32, kind: Kind, at_ms: u64) -> Option<Recorded> {
-        w.record_time(gen, kind, at_ms * MS, SPEC, 1, || true)
+    fn rec(w: &Window<Inline<1, 10>>, generation: u32, kind: Kind, at_ms: u64) -> Option<Recorded> {
+        w.record_time(generation, kind, at_ms * MS, SPEC, 1, || true)
     }
 
     fn counts(calls: usize, failures: usize, slow: usize) -> Counts {

@@ -125,13 +125,13 @@ const SLOT_TAG_MASK: u8 = 0x3f;
 const EMPTY_SLOT: u8 = SLOT_TAG_MASK << SLOT_TAG_SHIFT;
 
 #[inline]
-const fn slot_value(gen: u32, kind: Kind) -> u8 {
-    (((gen as u8) & SLOT_TAG_MASK) << SLOT_TAG_SHIFT) | kind as u8
+const fn slot_value(generation: u32, kind: Kind) -> u8 {
+    (((generation as u8) & SLOT_TAG_MASK) << SLOT_TAG_SHIFT) | kind as u8
 }
 
 #[inline]
-pub(super) const fn tag_of(gen: u32) -> u32 {
-    gen & TAG_MASK
+pub(super) const fn tag_of(generation: u32) -> u32 {
+    generation & TAG_MASK
 }
 
 /// The window's numbers at one moment.
@@ -400,15 +400,15 @@ impl<W: WindowStorage> Window<W> {
     /// the breaker has already moved past it. Idempotent: the winner of the
     /// transition and a recorder that finds the window not yet installed
     /// may both call it.
-    pub(crate) fn install(&self, gen: u32, current: impl Fn() -> bool) {
+    pub(crate) fn install(&self, generation: u32, current: impl Fn() -> bool) {
         let mut w = self.word.load(Acquire);
-        while w & TAG_MASK != tag_of(gen) || w & FROZEN_BIT != 0 {
+        while w & TAG_MASK != tag_of(generation) || w & FROZEN_BIT != 0 {
             if !current() {
                 return;
             }
             // The top two bits are the time window's era: kept (the other
             // kinds do not use them).
-            let fresh = tag_of(gen) | (w & ERA_MASK);
+            let fresh = tag_of(generation) | (w & ERA_MASK);
             match self.word.compare_exchange_weak(w, fresh, AcqRel, Acquire) {
                 Ok(_) => return,
                 Err(now) => w = now,
@@ -455,9 +455,9 @@ impl<W: WindowStorage> Window<W> {
     /// window is that generation's, open, full, and holds nothing but plain
     /// successes. One load; the hot path of a healthy closed breaker.
     #[inline(always)]
-    pub(crate) fn takes_plain_success_as_is(&self, gen: u32, window_size: usize) -> bool {
+    pub(crate) fn takes_plain_success_as_is(&self, generation: u32, window_size: usize) -> bool {
         let w = self.word.load(Acquire);
-        Self::open_to(w, tag_of(gen)) && Self::all_plain(w, window_size)
+        Self::open_to(w, tag_of(generation)) && Self::all_plain(w, window_size)
     }
 
     /// Records `kind` for generation `gen`. Returns the counts after it when
@@ -470,12 +470,12 @@ impl<W: WindowStorage> Window<W> {
     /// the window is not yet installed for it, the recorder installs it.
     pub(crate) fn record(
         &self,
-        gen: u32,
+        generation: u32,
         kind: Kind,
         window_size: usize,
         current: impl Fn() -> bool,
     ) -> Option<Recorded> {
-        let tag = tag_of(gen);
+        let tag = tag_of(generation);
         let plain = matches!(kind, Kind::Success);
         let mut w = self.word.load(Acquire);
         // 1. Claim the next index; a plain success lengthens the run, any
@@ -486,7 +486,7 @@ impl<W: WindowStorage> Window<W> {
                     // Frozen: the breaker has left this generation.
                     return None;
                 }
-                self.install(gen, &current);
+                self.install(generation, &current);
                 w = self.word.load(Acquire);
                 if !Self::open_to(w, tag) {
                     return None;
@@ -542,7 +542,7 @@ impl<W: WindowStorage> Window<W> {
         // meanwhile (a frozen window still takes the outcomes it handed
         // slots to: they were claimed before it froze).
         let slot = &self.slots.slots()[index];
-        let new = slot_value(gen, kind);
+        let new = slot_value(generation, kind);
         let mut old = slot.load(Acquire);
         while old != new {
             if self.word.load(Acquire) & TAG_MASK != tag {
@@ -619,8 +619,9 @@ fn empty_buckets<const B: usize>() -> [Bucket; B] {
 mod tests {
     use super::*;
 
-    fn record<W: WindowStorage>(w: &Window<W>, gen: u32, kind: Kind, size: usize) -> Counts {
-        w.record(gen, kind, size, || true).expect("current window");
+    fn record<W: WindowStorage>(w: &Window<W>, generation: u32, kind: Kind, size: usize) -> Counts {
+        w.record(generation, kind, size, || true)
+            .expect("current window");
         w.counts(size)
     }
 

@@ -62,7 +62,7 @@ pub(crate) const fn state(s: u32) -> u32 {
 }
 
 #[inline]
-pub(crate) const fn gen(s: u32) -> u32 {
+pub(crate) const fn generation(s: u32) -> u32 {
     s >> GEN_SHIFT
 }
 
@@ -78,14 +78,14 @@ pub(crate) const fn succeeded(s: u32) -> u32 {
 
 /// The word of a fresh episode of `state` in generation `gen`: no probes.
 #[inline]
-pub(crate) const fn make(state: u32, gen: u32) -> u32 {
-    ((gen & GEN_MASK) << GEN_SHIFT) | state
+pub(crate) const fn make(state: u32, generation: u32) -> u32 {
+    ((generation & GEN_MASK) << GEN_SHIFT) | state
 }
 
 /// The word after a transition from `s` into `to`: the next generation.
 #[inline]
 pub(crate) const fn next(s: u32, to: u32) -> u32 {
-    make(to, gen(s).wrapping_add(1))
+    make(to, generation(s).wrapping_add(1))
 }
 
 #[inline]
@@ -148,19 +148,19 @@ pub(crate) fn floor(at: Instant) -> Instant {
 /// A stamp for `at` in generation `gen`: it keeps `at` rounded down to the
 /// tick (see [`floor`]).
 #[inline]
-pub(crate) fn stamp(gen: u32, at: Instant) -> Stamp {
-    stamp_and_floor(gen, at).0
+pub(crate) fn stamp(generation: u32, at: Instant) -> Stamp {
+    stamp_and_floor(generation, at).0
 }
 
 /// [`stamp`] and [`floor`] of `at` at once (one division by the tick).
 #[inline]
-pub(crate) fn stamp_and_floor(gen: u32, at: Instant) -> (Stamp, Instant) {
+pub(crate) fn stamp_and_floor(generation: u32, at: Instant) -> (Stamp, Instant) {
     let whole = ticks(at.as_nanos());
     let t = whole & TICK_MASK;
     // All ones is `NEVER`; the tick before it is as good.
     let t = if t == TICK_MASK { t - 1 } else { t };
     (
-        ((t << TAG_BITS) as Stamp) | (gen & STAMP_TAG_MASK) as Stamp,
+        ((t << TAG_BITS) as Stamp) | (generation & STAMP_TAG_MASK) as Stamp,
         Instant::from_nanos(whole * TICK_NS),
     )
 }
@@ -169,8 +169,8 @@ pub(crate) fn stamp_and_floor(gen: u32, at: Instant) -> (Stamp, Instant) {
 /// reconstructed relative to `now` (the stamp is not after `now`, and not
 /// older than the stamp's range).
 #[inline]
-pub(crate) fn read(stamp: Stamp, gen: u32, now: Instant) -> Option<Instant> {
-    if stamp == NEVER || (stamp as u32) & STAMP_TAG_MASK != gen & STAMP_TAG_MASK {
+pub(crate) fn read(stamp: Stamp, generation: u32, now: Instant) -> Option<Instant> {
+    if stamp == NEVER || (stamp as u32) & STAMP_TAG_MASK != generation & STAMP_TAG_MASK {
         return None;
     }
     #[allow(clippy::unnecessary_cast)] // a widening on 32-bit targets
@@ -201,17 +201,17 @@ mod tests {
         let s = make(HALF_OPEN, 77);
         let s = with_succeeded(with_taken(s, 3), 2);
         assert_eq!(
-            (state(s), gen(s), taken(s), succeeded(s)),
+            (state(s), generation(s), taken(s), succeeded(s)),
             (HALF_OPEN, 77, 3, 2)
         );
         let n = next(s, CLOSED);
         assert_eq!(
-            (state(n), gen(n), taken(n), succeeded(n)),
+            (state(n), generation(n), taken(n), succeeded(n)),
             (CLOSED, 78, 0, 0)
         );
         // The generation wraps instead of overflowing into the probe fields.
         let last = make(OPEN, GEN_MASK);
-        assert_eq!(gen(next(last, HALF_OPEN)), 0);
+        assert_eq!(generation(next(last, HALF_OPEN)), 0);
         assert_eq!(state(next(last, HALF_OPEN)), HALF_OPEN);
     }
 

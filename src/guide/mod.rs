@@ -16,9 +16,11 @@
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
 //! | [`rate`] | rate limits: GCRA in one word, waits without a queue, keyed limits in a fixed table, memory per key |
+//! | [`degrade`] | the degrade ladder (seed 004's order): answer without the optional part, cached data marked with its age, one retry within the budget, a clear refusal with `Retry-After`; each rung in code |
 //! | [`throttle`] | client-side adaptive throttling (the SRE book's): counted at admission, what is an accept, in a policy and in tower, what it costs |
 //! | [`global`] | one limit across processes: the global bulkhead on Redis (feature `redis`) |
 //! | [`firmware`] | embassy firmware: flash and RAM on a Cortex-M4F, and runs on two boards in QEMU |
+//! | `chaos` (feature `chaos`) | the resilience test kit: your own policy against injected errors, outcomes, latency and hangs (feature `chaos`), on `ManualClock`, the same faults on every run |
 //! | [`testing`] | what we tried: faults and bad input, the soak on every runtime, fuzzing, and everything CI runs |
 //! | [`when_to_use`] | when to use a [`Bulkhead`](crate::Bulkhead), and when tokio's `Semaphore` is enough |
 //! | [`features`] | the one feature table: what each feature enables and which runtimes it serves; the runtimes, tested where; the examples |
@@ -30,7 +32,11 @@
 pub mod adaptive;
 pub mod benchmarks;
 pub mod breaker;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 pub mod deadline;
+pub mod degrade;
 pub mod features;
 pub mod firmware;
 pub mod global;

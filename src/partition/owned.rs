@@ -195,7 +195,7 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         self: &Arc<Self>,
         class: usize,
         deadline: Instant,
-    ) -> impl Future<Output = Result<OwnedClassPermit<C, K>, PartitionError>>
+    ) -> impl Future<Output = Result<OwnedClassPermit<C, K>, PartitionError>> + use<C, K>
     where
         C: Timer,
     {
@@ -238,7 +238,7 @@ impl<C, const K: usize> PartitionedBulkhead<C, K> {
         self: &Arc<Self>,
         class: usize,
         max_wait: Duration,
-    ) -> impl Future<Output = Result<OwnedClassPermit<C, K>, PartitionError>>
+    ) -> impl Future<Output = Result<OwnedClassPermit<C, K>, PartitionError>> + use<C, K>
     where
         C: Timer,
     {

@@ -1,5 +1,6 @@
 //! What a policy call returns when it does not return the system's answer.
 
+use core::convert::Infallible;
 use core::fmt;
 use core::time::Duration;
 
@@ -228,6 +229,41 @@ impl<E> Error<E> {
 
     pub(crate) fn new(system: &'static str, kind: ErrorKind<E>) -> Self {
         Error { system, kind }
+    }
+
+    /// The refusal, with the same system and kind, or the call's own
+    /// error, as it was: [`Refused`](crate::fallback::Refused)'s split.
+    pub(crate) fn into_refusal(self) -> Result<Error<Infallible>, Self> {
+        match self.kind.refusal() {
+            Ok(kind) => Ok(Error::new(self.system, kind)),
+            Err(e) => Err(Error::new(self.system, ErrorKind::Call(e))),
+        }
+    }
+}
+
+impl Error<Infallible> {
+    /// This refusal as the error of a call that fails with `E`.
+    pub(crate) fn widen<E>(self) -> Error<E> {
+        match self.kind.refusal() {
+            Ok(kind) => Error::new(self.system, kind),
+            Err(never) => match never {},
+        }
+    }
+}
+
+impl<E> ErrorKind<E> {
+    /// The same refusal for a call of any error type, or the call's error.
+    fn refusal<F>(self) -> Result<ErrorKind<F>, E> {
+        Ok(match self {
+            ErrorKind::Throttled(t) => ErrorKind::Throttled(t),
+            ErrorKind::RateLimited { retry_after } => ErrorKind::RateLimited { retry_after },
+            ErrorKind::BulkheadFull => ErrorKind::BulkheadFull,
+            ErrorKind::BulkheadClosed => ErrorKind::BulkheadClosed,
+            ErrorKind::CircuitOpen(r) => ErrorKind::CircuitOpen(r),
+            ErrorKind::DeadlineExceeded => ErrorKind::DeadlineExceeded,
+            ErrorKind::StoreUnavailable => ErrorKind::StoreUnavailable,
+            ErrorKind::Call(e) => return Err(e),
+        })
     }
 }
 

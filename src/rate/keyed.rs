@@ -2,17 +2,15 @@
 //! a table of fixed size.
 
 use core::fmt;
-use core::hash::{BuildHasher, Hash, Hasher};
+use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
 
 use super::gcra::{self, Slot};
 use super::{NotYet, Quota, RateError};
 use crate::clock::{Clock, Instant};
-use crate::sync::{const_fn, Mutex};
-
-/// Keys per set: a key lives in one of the `WAYS` slots of the set its hash
-/// picks, so a lookup compares at most `WAYS` keys, whatever the hash.
-pub const WAYS: usize = 8;
+use crate::sync::const_fn;
+pub use crate::table::{DefaultState, FnvHasher, FnvState, WAYS};
+use crate::table::{EmptySet, Table};
 
 /// A GCRA rate limit per key, with one [`Quota`] for every key, in a table
 /// of `SETS × WAYS` keys fixed at compile time: no allocation, ever, and
@@ -108,29 +106,10 @@ pub const WAYS: usize = 8;
 /// assert_eq!(per_client.metrics().keys_live, 2);
 /// ```
 pub struct KeyedRateLimiter<K, C, const SETS: usize, S = DefaultState> {
-    sets: [Set<K>; SETS],
+    table: Table<SetInner<K>, SETS, S>,
     quota: Quota,
-    hasher: S,
     name: &'static str,
     clock: C,
-}
-
-/// The hasher [`KeyedRateLimiter`] uses unless told otherwise: std's
-/// `RandomState` with `std`, [`FnvState`] without. Code that must build both
-/// ways and names the hasher (a `static` built by
-/// [`with_hasher`](KeyedRateLimiter::with_hasher)) names it explicitly, so
-/// that enabling `std` elsewhere does not change its type.
-#[cfg(feature = "std")]
-pub type DefaultState = std::hash::RandomState;
-/// The hasher [`KeyedRateLimiter`] uses unless told otherwise: std's
-/// `RandomState` with `std`, [`FnvState`] without.
-#[cfg(not(feature = "std"))]
-pub type DefaultState = FnvState;
-
-/// One set: its slots and counters under one lock, on lines of its own.
-#[cfg_attr(not(target_os = "none"), repr(align(64)))]
-struct Set<K> {
-    inner: Mutex<SetInner<K>>,
 }
 
 struct SetInner<K> {
@@ -151,24 +130,18 @@ struct Entry<K> {
 #[cfg(all(target_arch = "x86_64", feature = "std", not(loom)))]
 const _: () = {
     assert!(core::mem::size_of::<Entry<u64>>() == 24);
-    assert!(core::mem::size_of::<Set<u64>>() == 256);
-    assert!(core::mem::size_of::<Set<u64>>() / WAYS == 32);
+    assert!(core::mem::size_of::<crate::table::Set<SetInner<u64>>>() == 256);
+    assert!(core::mem::size_of::<crate::table::Set<SetInner<u64>>>() / WAYS == 32);
 };
 
-impl<K> Set<K> {
-    const_fn! {
-        const fn new() -> Self {
-            Set {
-                inner: Mutex::new(SetInner {
-                    slots: [const { Entry { tat: 0, key: None } }; WAYS],
-                    admitted: 0,
-                    refused: 0,
-                    full: 0,
-                    evictions: 0,
-                }),
-            }
-        }
-    }
+impl<K> EmptySet for SetInner<K> {
+    const EMPTY: Self = SetInner {
+        slots: [const { Entry { tat: 0, key: None } }; WAYS],
+        admitted: 0,
+        refused: 0,
+        full: 0,
+        evictions: 0,
+    };
 }
 
 /// Why a keyed request was refused, from
@@ -309,55 +282,6 @@ pub struct KeyedRateMetrics {
     pub evictions: usize,
 }
 
-/// FNV-1a, 64-bit: a small, fast, **unkeyed** hash, the default without
-/// `std` (see [Hostile keys](KeyedRateLimiter#hostile-keys)).
-///
-/// # Examples
-///
-/// ```
-/// use core::hash::BuildHasher;
-/// use watertight::rate::FnvState;
-///
-/// assert_eq!(FnvState.hash_one(1u8), FnvState.hash_one(1u8));
-/// assert_ne!(FnvState.hash_one(1u8), FnvState.hash_one(2u8));
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FnvState;
-
-/// The [`Hasher`] of [`FnvState`].
-///
-/// # Examples
-///
-/// ```
-/// use core::hash::{BuildHasher, Hasher};
-/// use watertight::rate::FnvState;
-///
-/// let mut h = FnvState.build_hasher();
-/// h.write(b"a");
-/// assert_eq!(h.finish(), 0xaf63_dc4c_8601_ec8c);
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct FnvHasher(u64);
-
-impl BuildHasher for FnvState {
-    type Hasher = FnvHasher;
-    fn build_hasher(&self) -> FnvHasher {
-        FnvHasher(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for FnvHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 impl<K, C, const SETS: usize> KeyedRateLimiter<K, C, SETS, DefaultState> {
     /// A keyed limiter named `name` holding every key to `quota`, reading
     /// time from `clock`, hashing with [`DefaultState`]: std's `RandomState`
@@ -385,11 +309,7 @@ impl<K, C, const SETS: usize> KeyedRateLimiter<K, C, SETS, DefaultState> {
     /// assert!(limits.check_key(&42).is_ok());
     /// ```
     pub fn new(name: &'static str, quota: Quota, clock: C) -> Self {
-        #[cfg(feature = "std")]
-        let hasher = std::hash::RandomState::new();
-        #[cfg(not(feature = "std"))]
-        let hasher = FnvState;
-        Self::with_hasher(name, quota, clock, hasher)
+        Self::with_hasher(name, quota, clock, crate::table::default_state())
     }
 }
 
@@ -416,23 +336,12 @@ impl<K, C, const SETS: usize, S> KeyedRateLimiter<K, C, SETS, S> {
         pub const fn with_hasher(name: &'static str, quota: Quota, clock: C, hasher: S) -> Self {
             const { assert!(SETS > 0, "a KeyedRateLimiter needs at least one set") };
             KeyedRateLimiter {
-                sets: Self::empty_sets(),
+                table: Table::new(hasher),
                 quota,
-                hasher,
                 name,
                 clock,
             }
         }
-    }
-
-    #[cfg(not(loom))]
-    const fn empty_sets() -> [Set<K>; SETS] {
-        [const { Set::new() }; SETS]
-    }
-
-    #[cfg(loom)]
-    fn empty_sets() -> [Set<K>; SETS] {
-        core::array::from_fn(|_| Set::new())
     }
 
     /// The name given at construction.
@@ -594,7 +503,7 @@ impl<K: Hash + Eq + Clone, C: Clock, const SETS: usize, S: BuildHasher>
             full: 0,
             evictions: 0,
         };
-        for set in &self.sets {
+        for set in self.table.sets() {
             let g = set.inner.lock();
             m.keys_live += g
                 .slots
@@ -610,16 +519,8 @@ impl<K: Hash + Eq + Clone, C: Clock, const SETS: usize, S: BuildHasher>
     }
 
     #[inline]
-    fn set_of(&self, key: &K) -> &Set<K> {
-        let h = self.hasher.hash_one(key);
-        // The high half of h × SETS: in 0..SETS for any SETS.
-        let i = ((u128::from(h) * SETS as u128) >> 64) as usize;
-        &self.sets[i]
-    }
-
-    #[inline]
     fn take(&self, key: &K, n: u32) -> Result<(), KeyedError> {
-        let set = self.set_of(key);
+        let set = self.table.set_of(key);
         // Fits: n ≤ burst and burst × T fits (checked by the quota).
         let inc = u64::from(n) * self.quota.interval_nanos();
         let tolerance = self.quota.tolerance_nanos();

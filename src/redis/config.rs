@@ -107,6 +107,35 @@ pub struct GlobalConfig {
     pub(super) fallback: Fallback,
     pub(super) store_breaker: BreakerConfig,
     pub(super) mode: Mode,
+    pub(super) ack: Option<Ack>,
+}
+
+/// Acknowledged grants ([`GlobalConfigBuilder::acknowledged`]): every
+/// grant, renewal and share refresh is followed by `WAIT replicas timeout`
+/// on the same connection, and counts only once that many replicas have
+/// it.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use watertight::redis::GlobalConfig;
+///
+/// let config = GlobalConfig::builder(20)
+///     .acknowledged(1, Duration::from_millis(50))
+///     .build()
+///     .unwrap();
+/// let ack = config.acknowledged().unwrap();
+/// assert_eq!((ack.replicas, ack.timeout), (1, Duration::from_millis(50)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Ack {
+    /// Replicas that must have a write before it counts.
+    pub replicas: u32,
+    /// How long `WAIT` waits for them (whole milliseconds, as `WAIT`
+    /// takes it; under the store timeout).
+    pub timeout: Duration,
 }
 
 /// The breaker in front of Redis, by default: the last 10 commands, opened
@@ -153,6 +182,7 @@ impl GlobalConfig {
                 fallback: Fallback::FailClosed,
                 store_breaker: STORE_BREAKER,
                 mode: Mode::PerCall,
+                ack: None,
             },
         }
     }
@@ -254,6 +284,19 @@ impl GlobalConfig {
     pub const fn mode(&self) -> Mode {
         self.mode
     }
+
+    /// Acknowledged grants, if asked for (see
+    /// [`GlobalConfigBuilder::acknowledged`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use watertight::redis::GlobalConfig;
+    /// assert_eq!(GlobalConfig::builder(7).build().unwrap().acknowledged(), None);
+    /// ```
+    pub const fn acknowledged(&self) -> Option<Ack> {
+        self.ack
+    }
 }
 
 /// Builds a [`GlobalConfig`]; [`build`](Self::build) checks it.
@@ -345,6 +388,47 @@ impl GlobalConfigBuilder {
         self
     }
 
+    /// Acknowledged grants: a grant (its fencing token with it), a lease
+    /// renewal and a share refresh count only once `replicas` replicas
+    /// have them, checked with `WAIT replicas timeout` sent on the same
+    /// connection right behind the script (one pipeline: one round trip,
+    /// and the `WAIT` cannot land on another connection). A grant not
+    /// acknowledged within `timeout` is given back and refused as
+    /// [`StoreFailure::NotAcknowledged`](super::StoreFailure::NotAcknowledged):
+    /// a store failure like any other, so the [`Fallback`] decides what the
+    /// caller gets (`FailClosed`: [`GlobalError::StoreUnavailable`](super::GlobalError::StoreUnavailable);
+    /// `LocalShare`: a permit of the local share, not counted in Redis),
+    /// the store breaker counts it, and
+    /// [`GlobalMetrics::unacknowledged`](super::GlobalMetrics::unacknowledged)
+    /// counts it. A renewal or refresh not acknowledged is a failed one:
+    /// the lease runs on from the last acknowledged one.
+    ///
+    /// What it buys: a primary that fails after the acknowledgement cannot
+    /// take the grant with it, as long as Sentinel promotes a replica that
+    /// had it (with `replicas` equal to the number of replicas, every
+    /// replica has it). What it costs: each grant waits for a replica's
+    /// acknowledgement (one replica round trip), a `WAIT` holds the
+    /// connection it runs on (commands behind it wait too), and no grant
+    /// is made while fewer than `replicas` replicas are connected. See
+    /// [the module](super#failover).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use watertight::redis::{GlobalConfig, GlobalConfigError};
+    ///
+    /// // One replica must have each grant within 50 ms (the store timeout is 100 ms).
+    /// let config = GlobalConfig::builder(20).acknowledged(1, Duration::from_millis(50)).build();
+    /// assert!(config.is_ok());
+    /// let err = GlobalConfig::builder(20).acknowledged(1, Duration::from_millis(100)).build();
+    /// assert!(matches!(err, Err(GlobalConfigError::AckTimeoutTooLong { .. })));
+    /// ```
+    pub const fn acknowledged(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.ack = Some(Ack { replicas, timeout });
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
@@ -352,8 +436,9 @@ impl GlobalConfigBuilder {
     /// [`GlobalConfigError`] names the setting at fault: a zero limit, a
     /// zero or sub-millisecond lease, a zero renewal interval or one above
     /// half the lease, a zero store timeout, a zero local cap or local
-    /// share, or (leased) a zero refresh, one above half the lease, or a
-    /// floor above the limit.
+    /// share, (leased) a zero refresh, one above half the lease, or a
+    /// floor above the limit, or (acknowledged) zero replicas, or a timeout
+    /// under a millisecond or not under the store timeout.
     ///
     /// # Examples
     ///
@@ -422,6 +507,23 @@ impl GlobalConfigBuilder {
                 return Err(GlobalConfigError::FloorAboveLimit {
                     floor,
                     limit: c.limit,
+                });
+            }
+        }
+        if let Some(ack) = c.ack {
+            if ack.replicas == 0 {
+                return Err(GlobalConfigError::AckReplicasZero);
+            }
+            // `WAIT n 0` blocks for ever: the smallest timeout is 1 ms.
+            if ack.timeout < Duration::from_millis(1) {
+                return Err(GlobalConfigError::AckTimeoutTooShort {
+                    timeout: ack.timeout,
+                });
+            }
+            if ack.timeout >= c.store_timeout {
+                return Err(GlobalConfigError::AckTimeoutTooLong {
+                    timeout: ack.timeout,
+                    store_timeout: c.store_timeout,
                 });
             }
         }
@@ -494,6 +596,22 @@ pub enum GlobalConfigError {
         /// The limit.
         limit: u32,
     },
+    /// Acknowledged grants by zero replicas.
+    AckReplicasZero,
+    /// Acknowledged grants with a timeout under a millisecond (`WAIT`
+    /// takes whole milliseconds, and 0 would wait for ever).
+    AckTimeoutTooShort {
+        /// The timeout asked for.
+        timeout: Duration,
+    },
+    /// Acknowledged grants with a timeout not under the store timeout: the
+    /// command would time out before `WAIT` answers.
+    AckTimeoutTooLong {
+        /// The timeout asked for.
+        timeout: Duration,
+        /// The store timeout.
+        store_timeout: Duration,
+    },
 }
 
 impl fmt::Display for GlobalConfigError {
@@ -528,6 +646,20 @@ impl fmt::Display for GlobalConfigError {
             GlobalConfigError::FloorAboveLimit { floor, limit } => {
                 write!(f, "lease_floor: {floor} is above the limit ({limit})")
             }
+            GlobalConfigError::AckReplicasZero => {
+                f.write_str("acknowledged: replicas must not be zero")
+            }
+            GlobalConfigError::AckTimeoutTooShort { timeout } => write!(
+                f,
+                "acknowledged: timeout {timeout:?} is under 1 ms (WAIT 0 would wait for ever)"
+            ),
+            GlobalConfigError::AckTimeoutTooLong {
+                timeout,
+                store_timeout,
+            } => write!(
+                f,
+                "acknowledged: timeout {timeout:?} is not under the store timeout ({store_timeout:?})"
+            ),
         }
     }
 }

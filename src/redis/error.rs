@@ -89,6 +89,15 @@ pub enum StoreFailure {
     BreakerOpen(Rejection),
     /// Redis answered something the scripts never return.
     BadReply,
+    /// Acknowledged grants ([`GlobalConfigBuilder::acknowledged`](super::GlobalConfigBuilder::acknowledged)):
+    /// fewer replicas than asked for had the write when `WAIT` timed out.
+    /// A grant is given back; a renewal or refresh counts as failed.
+    NotAcknowledged {
+        /// Replicas that had it.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl fmt::Display for StoreFailure {
@@ -98,6 +107,10 @@ impl fmt::Display for StoreFailure {
             StoreFailure::Redis(e) => write!(f, "Redis error: {e}"),
             StoreFailure::BreakerOpen(r) => write!(f, "Redis breaker: {r}"),
             StoreFailure::BadReply => f.write_str("Redis gave an unexpected reply"),
+            StoreFailure::NotAcknowledged { acked, wanted } => write!(
+                f,
+                "the write reached {acked} of the {wanted} replicas asked for in time"
+            ),
         }
     }
 }
@@ -197,3 +210,5 @@ impl core::error::Error for GlobalError {
         }
     }
 }
+
+crate::fallback::always_refused!(GlobalError);

@@ -330,6 +330,10 @@ pub(crate) fn copy_failure(f: &StoreFailure) -> StoreFailure {
     match f {
         StoreFailure::TimedOut => StoreFailure::TimedOut,
         StoreFailure::BadReply => StoreFailure::BadReply,
+        StoreFailure::NotAcknowledged { acked, wanted } => StoreFailure::NotAcknowledged {
+            acked: *acked,
+            wanted: *wanted,
+        },
         StoreFailure::BreakerOpen(r) => StoreFailure::BreakerOpen(*r),
         StoreFailure::Redis(e) => StoreFailure::Redis(::redis::RedisError::from((
             e.kind(),

@@ -12,7 +12,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ::redis::{PushInfo, PushKind, Script, Value};
+use ::redis::{Cmd, ErrorKind, PushInfo, PushKind, RedisError, Script, ServerErrorKind, Value};
 use event_listener::{Event, EventListener};
 
 use super::config::GlobalConfig;
@@ -209,13 +209,17 @@ pub(super) struct Core<R> {
     keys: Keys,
     scripts: Scripts,
     /// The scripts' connection, and the channel's (the same connection
-    /// on one Redis; two in a cluster, see `conn::open_with_pushes`).
+    /// on one Redis and under Sentinel; two in a cluster, see
+    /// `conn::open_with_pushes`).
     con: Conn,
     sub: Conn,
     /// Told by the push handler: a release elsewhere, or a lost connection.
     released: Arc<Event>,
-    /// Whether the connection is subscribed to the release channel.
+    /// Whether the connection is subscribed to the release channel, and
+    /// the link's generation it subscribed on (a Sentinel link that moved
+    /// to a new primary holds no subscription yet).
     subscribed: Arc<AtomicBool>,
+    subscribed_on: AtomicU64,
     leases: Mutex<HashMap<u64, Arc<Lease>>>,
     /// Set (under the `leases` lock) by `GlobalBulkhead::close`: no lease
     /// is recorded after it.
@@ -227,9 +231,10 @@ pub(super) struct Core<R> {
     /// The keeper's future was dropped (its runtime shut down) without
     /// `close`: releases go to Redis on a blocking connection from then on.
     keeper_gone: AtomicBool,
-    /// That blocking connection, made on first need; and whether it
-    /// failed once (then nothing more is tried: a shutdown must not wait a
-    /// store timeout per permit).
+    /// That blocking connection (under Sentinel, to the primary it named
+    /// last), made on first need; and whether it failed once (then
+    /// nothing more is tried: a shutdown must not wait a store timeout per
+    /// permit).
     client: Blocking,
     blocking: Mutex<Option<Box<dyn ::redis::ConnectionLike + Send>>>,
     blocking_failed: AtomicBool,
@@ -277,6 +282,7 @@ impl<R: Runtime> Core<R> {
             sub: cons.subscriptions,
             released,
             subscribed,
+            subscribed_on: AtomicU64::new(0),
             leases: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             alive: AtomicUsize::new(0),
@@ -307,24 +313,88 @@ impl<R: Runtime> Core<R> {
         out
     }
 
-    /// Runs the acquire script for `member`: a grant with its fencing
-    /// token, or the limit reached and when the earliest lease ends.
-    pub(super) async fn acquire(&self, member: &str) -> Result<Acquired, StoreFailure> {
+    /// Runs `cmd` (an `EVALSHA` of `script`) under the store timeout,
+    /// loading the script on `NOSCRIPT` (a restarted or new primary) and
+    /// sending it again. With acknowledged grants, `WAIT` goes right behind
+    /// it in one pipeline (one round trip, on the same connection: a `WAIT`
+    /// on another connection would count that connection's writes, none),
+    /// and the answer says whether enough replicas had it (`None` without
+    /// acknowledged grants).
+    async fn eval(&self, script: &Script, cmd: &Cmd) -> Result<(Value, Option<u32>), StoreFailure> {
         let mut con = self.con.clone();
-        self.run(
-            self.scripts
-                .acquire
-                .key(&self.keys.holders)
-                .key(&self.keys.fence)
-                .key(&self.keys.sharers)
-                .key(&self.keys.shares)
-                .arg(self.config.limit)
-                .arg(self.lease_ms())
-                .arg(member)
-                .invoke_async::<Value>(&mut con),
-        )
-        .await
-        .and_then(|v| parse_acquire(&v))
+        let Some(ack) = self.config.ack else {
+            let v = self
+                .run(async {
+                    match cmd.query_async::<Value>(&mut con).await {
+                        Err(e) if is_noscript(&e) => {
+                            script.load_async(&mut con).await?;
+                            cmd.query_async(&mut con).await
+                        }
+                        r => r,
+                    }
+                })
+                .await?;
+            return Ok((v, None));
+        };
+        let ms = u64::try_from(ack.timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut pipe = ::redis::pipe();
+        pipe.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(ack.replicas)
+            .arg(ms);
+        let (v, acked) = self
+            .run(async {
+                match pipe.query_async::<(Value, u32)>(&mut con).await {
+                    Err(e) if is_noscript(&e) => {
+                        script.load_async(&mut con).await?;
+                        pipe.query_async(&mut con).await
+                    }
+                    r => r,
+                }
+            })
+            .await?;
+        Ok((v, Some(acked)))
+    }
+
+    /// The failure of a write `acked` by fewer replicas than asked for
+    /// (counted), if it was.
+    fn check_ack(&self, acked: Option<u32>) -> Result<(), StoreFailure> {
+        match (acked, self.config.ack) {
+            (Some(acked), Some(ack)) if acked < ack.replicas => {
+                self.stats.unacknowledged(self.name, acked, ack.replicas);
+                // Perhaps a primary Sentinel has replaced: ask again.
+                self.con.suspect();
+                Err(StoreFailure::NotAcknowledged {
+                    acked,
+                    wanted: ack.replicas,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the acquire script for `member`: a grant with its fencing
+    /// token, or the limit reached and when the earliest lease ends. With
+    /// acknowledged grants, a grant that too few replicas had in time is
+    /// [`StoreFailure::NotAcknowledged`] (the caller gives it back).
+    pub(super) async fn acquire(&self, member: &str) -> Result<Acquired, StoreFailure> {
+        let script = &self.scripts.acquire;
+        let mut cmd = evalsha(
+            script,
+            &[
+                &self.keys.holders,
+                &self.keys.fence,
+                &self.keys.sharers,
+                &self.keys.shares,
+            ],
+        );
+        cmd.arg(self.config.limit).arg(self.lease_ms()).arg(member);
+        let (v, acked) = self.eval(script, &cmd).await?;
+        let got = parse_acquire(&v)?;
+        if let Acquired::Granted { .. } = got {
+            self.check_ack(acked)?;
+        }
+        Ok(got)
     }
 
     /// Removes `members` in one script call.
@@ -341,18 +411,23 @@ impl<R: Runtime> Core<R> {
     }
 
     /// Renews `members`' leases in one script call; Redis answers with the
-    /// members it no longer had (or whose lease had ended there).
+    /// members it no longer had (or whose lease had ended there). With
+    /// acknowledged grants, a renewal too few replicas had in time is
+    /// [`StoreFailure::NotAcknowledged`]: it renewed nothing the caller
+    /// may count on.
     pub(super) async fn renew<'a>(
         &self,
         members: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<String>, StoreFailure> {
-        let mut inv = self.scripts.renew.key(&self.keys.holders);
-        inv.arg(&self.keys.channel).arg(self.lease_ms());
+        let script = &self.scripts.renew;
+        let mut cmd = evalsha(script, &[&self.keys.holders]);
+        cmd.arg(&self.keys.channel).arg(self.lease_ms());
         for m in members {
-            inv.arg(m);
+            cmd.arg(m);
         }
-        let mut con = self.con.clone();
-        self.run(inv.invoke_async::<Vec<String>>(&mut con)).await
+        let (v, acked) = self.eval(script, &cmd).await?;
+        self.check_ack(acked)?;
+        ::redis::from_redis_value(v).map_err(|_| StoreFailure::BadReply)
     }
 
     /// Refreshes this process's leased share: renews its lease, reports
@@ -362,28 +437,30 @@ impl<R: Runtime> Core<R> {
         report: &Report<'_>,
         floor: u32,
     ) -> Result<Refreshed, StoreFailure> {
-        let mut con = self.con.clone();
-        let v: Value = self
-            .run(
-                self.scripts
-                    .share_refresh
-                    .key(&self.keys.sharers)
-                    .key(&self.keys.shares)
-                    .key(&self.keys.demand)
-                    .key(&self.keys.fence)
-                    .key(&self.keys.holders)
-                    .arg(self.config.limit)
-                    .arg(self.lease_ms())
-                    .arg(report.member)
-                    .arg(report.demand)
-                    .arg(report.bound)
-                    .arg(floor)
-                    .arg(u8::from(report.fresh))
-                    .arg(&self.keys.channel)
-                    .arg(&self.keys.wanted)
-                    .invoke_async(&mut con),
-            )
-            .await?;
+        let script = &self.scripts.share_refresh;
+        let mut cmd = evalsha(
+            script,
+            &[
+                &self.keys.sharers,
+                &self.keys.shares,
+                &self.keys.demand,
+                &self.keys.fence,
+                &self.keys.holders,
+            ],
+        );
+        cmd.arg(self.config.limit)
+            .arg(self.lease_ms())
+            .arg(report.member)
+            .arg(report.demand)
+            .arg(report.bound)
+            .arg(floor)
+            .arg(u8::from(report.fresh))
+            .arg(&self.keys.channel)
+            .arg(&self.keys.wanted);
+        let (v, acked) = self.eval(script, &cmd).await?;
+        // Not acknowledged: the grant, the renewed lease and a new token
+        // may all be lost with the primary, so none of it is taken.
+        self.check_ack(acked)?;
         parse_refresh(&v)
     }
 
@@ -411,20 +488,23 @@ impl<R: Runtime> Core<R> {
         inv
     }
 
-    /// Whether the connection is subscribed to the release channel.
+    /// Whether the connection is subscribed to the release channel (on
+    /// the link's current connection).
     pub(super) fn is_subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Acquire)
+            && self.subscribed_on.load(Ordering::Acquire) == self.sub.generation()
     }
 
     /// Subscribes the connection to its channel: the release channel per
     /// call, the wanted channel in leased mode.
     pub(super) async fn subscribe(&self) {
-        let mut con = self.sub.clone();
         let channel = match self.config.mode {
             super::config::Mode::Leased { .. } => &self.keys.wanted,
             super::config::Mode::PerCall => &self.keys.channel,
         };
-        if self.run(con.subscribe(channel)).await.is_ok() {
+        let generation = self.sub.generation();
+        if self.run(self.sub.subscribe(channel)).await.is_ok() {
+            self.subscribed_on.store(generation, Ordering::Release);
             self.subscribed.store(true, Ordering::Release);
         }
     }
@@ -600,6 +680,17 @@ impl<R: Runtime> Core<R> {
             leases.remove(&seq);
         }
     }
+}
+
+/// `EVALSHA` of `script` on `keys`; its arguments follow.
+fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+    let mut cmd = ::redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    cmd
+}
+
+fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 fn parse_acquire(v: &Value) -> Result<Acquired, StoreFailure> {

@@ -12,6 +12,7 @@
 //! | `global_bulkhead_lease_renewals_total` | counter | leases renewed (one per lease per renewal) |
 //! | `global_bulkhead_leases_lost_total` | counter | leases lost (per permit; in leased mode, per share lease lost with permits under it) |
 //! | `global_bulkhead_redis_calls_total` | counter | commands sent to Redis (scripts, subscriptions) |
+//! | `global_bulkhead_unacknowledged_total` | counter | acknowledged grants: writes (grants, renewals, refreshes) fewer replicas had in time than asked for |
 //! | `global_bulkhead_share` | gauge | leased mode: the slots this process may use now |
 //! | `global_bulkhead_demand` | gauge | leased mode: the demand it reported last |
 
@@ -76,6 +77,11 @@ pub struct GlobalMetrics {
     pub demand_reported: u64,
     /// Leased mode: refreshes that reached Redis.
     pub refreshes: u64,
+    /// Acknowledged grants ([`GlobalConfigBuilder::acknowledged`](super::GlobalConfigBuilder::acknowledged)):
+    /// writes that fewer replicas had in time than asked for. A grant
+    /// among them was given back (and refused, or served from the
+    /// fallback's local share); a renewal or refresh among them failed.
+    pub unacknowledged: u64,
 }
 
 impl GlobalMetrics {
@@ -112,6 +118,7 @@ pub(super) struct Stats {
     lost: AtomicU64,
     released: AtomicU64,
     redis_calls: AtomicU64,
+    unacknowledged: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -141,6 +148,7 @@ impl Stats {
             share_recorded: 0,
             demand_reported: 0,
             refreshes: 0,
+            unacknowledged: r(&self.unacknowledged),
         }
     }
 
@@ -267,6 +275,22 @@ impl Stats {
             "global bulkhead: a lease was lost; this call may run over the limit"
         );
         let _ = (system, member);
+    }
+
+    /// A write that fewer replicas had in time than `wanted`.
+    pub(super) fn unacknowledged(&self, system: &'static str, acked: u32, wanted: u32) {
+        bump(&self.unacknowledged, 1);
+        #[cfg(feature = "metrics")]
+        ::metrics::counter!("global_bulkhead_unacknowledged_total", "system" => system)
+            .increment(1);
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            system,
+            acked,
+            wanted,
+            "global bulkhead: a write was not acknowledged by enough replicas in time"
+        );
+        let _ = (system, acked, wanted);
     }
 
     pub(super) fn released(&self, n: usize) {

@@ -22,6 +22,9 @@
 //! | `InboundDeadlineLayer` (feature `http`) | `InboundDeadline` | `InboundDeadlineError::Refused` at admission when the caller's budget (its `grpc-timeout` or milliseconds header, capped by the server's maximum) is below the minimum cost; `Elapsed` when the handler reaches the deadline, which it finds in the request's extensions |
 //! | `OutboundDeadlineLayer` (feature `http`) | `OutboundDeadline` | `OutboundDeadlineError::Expired` (not sent) when the request's `Deadline` has no more than the margin left; otherwise the header says what is left minus the margin, and `Elapsed` cuts the call at the deadline |
 //! | [`ThrottleLayer`] | [`ThrottleService`] | [`ThrottleError::Throttled`]: refused locally by an [`AdaptiveThrottle`](crate::throttle::AdaptiveThrottle), the response reported to it ([`ClassifyResponse`]) |
+//! | `ChaosLayer` (feature `chaos`) | `ChaosService` | none of its own: an injected fault is the inner service's error or response type (an injected error, an outcome such as a 503, a latency, a hang), at the rates of a seeded `chaos::Injector`, to test the layers above it |
+//! | [`FallbackLayer`] | [`FallbackService`] | none of its own: the inner layer's refusal ([`Refused`](crate::fallback::Refused)) turned into a response by a function (a 503 with `Retry-After`, a default, a cached answer), the inner service's own errors passed on |
+//! | [`StaleCacheLayer`] | [`StaleCacheService`] | none of its own: good responses recorded in a [`StaleCache`](crate::fallback::StaleCache) under a key made of the request, the inner layer's refusal answered with the key's last response and its age ([`Served`](crate::fallback::Served)); the response future is a [`StaleCall`](crate::fallback::StaleCall) |
 //!
 //! None of them takes a permit (or a rate limit's cell) in `poll_ready`:
 //! readiness is the inner service's. A permit is taken per call and travels
@@ -76,9 +79,12 @@
 mod adaptive;
 mod breaker;
 mod bulkhead;
+#[cfg(feature = "chaos")]
+mod chaos;
 mod classify;
 #[cfg(feature = "http")]
 mod deadline;
+mod fallback;
 #[cfg(feature = "redis")]
 mod global_bulkhead;
 #[cfg(feature = "redis")]
@@ -88,6 +94,7 @@ mod partition;
 mod policy;
 mod rate;
 mod retry;
+mod stale;
 mod throttle;
 
 pub use adaptive::{AdaptiveFuture, AdaptiveLayer, AdaptiveService, SignalOf};
@@ -95,6 +102,9 @@ pub use breaker::{BreakerError, BreakerFuture, BreakerLayer, BreakerService};
 pub use bulkhead::{
     Admission, BulkheadError, BulkheadFuture, BulkheadLayer, BulkheadService, FailFast, MaxWait,
 };
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub use chaos::{ChaosLayer, ChaosService};
 pub use classify::{Classify, ErrIsFailure};
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -103,6 +113,7 @@ pub use deadline::{
     InboundDeadlineLayer, OutboundDeadline, OutboundDeadlineError, OutboundDeadlineFuture,
     OutboundDeadlineLayer,
 };
+pub use fallback::{FallbackLayer, FallbackService};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use global_bulkhead::{
@@ -120,6 +131,7 @@ pub use rate::{
     Keyed, RateLimitError, RateLimitFuture, RateLimitLayer, RateLimitService, RateLimitWaitFuture,
 };
 pub use retry::{IdempotentPolicyFuture, IdempotentPolicyLayer, IdempotentPolicyService};
+pub use stale::{StaleCacheLayer, StaleCacheService};
 pub use throttle::{
     ClassifyResponse, ErrIsOverloaded, ThrottleError, ThrottleFuture, ThrottleLayer,
     ThrottleService,

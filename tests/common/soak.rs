@@ -754,7 +754,17 @@ async fn try_acquire<R: Rt>(world: &World<R>, rng: &mut fastrand::Rng) {
             hold(world, rng).await;
             drop(held);
         }
-        Err(e) => refused(world, &inst, e, above),
+        Err(e) => {
+            // A request above every capacity is not an attempt the
+            // bulkhead counts (`ExceedsCapacity` is no rejection), unless
+            // the instance was closed by then (another task replaced it
+            // after this one read it): `Closed` is checked first, and
+            // counted.
+            if above && e == AcquireError::Closed {
+                inst.attempts.fetch_add(1, SeqCst);
+            }
+            refused(world, &inst, e, above)
+        }
     };
 }
 

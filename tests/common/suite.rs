@@ -88,7 +88,7 @@ impl<R: Runtime> super::soak::Rt for R {
 
 /// Spawns `fut` now and returns a future of its output, which fails the test
 /// if the task has not finished after [`STUCK`].
-pub fn spawn<R, T, F>(rt: &R, fut: F) -> impl Future<Output = T> + Send + 'static
+pub fn spawn<R, T, F>(rt: &R, fut: F) -> impl Future<Output = T> + Send + 'static + use<R, T, F>
 where
     R: Runtime,
     T: Send + 'static,
@@ -165,7 +165,7 @@ impl Flag {
     }
 
     /// Completes once the flag is raised.
-    pub fn wait(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn wait(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
         let flag = self.clone();
         future::poll_fn(move |cx| {
             let mut state = lock(&flag.0);
@@ -196,7 +196,7 @@ fn bulkhead<R: Runtime>(rt: &R, name: &'static str, capacity: usize) -> Arc<Bulk
 ///
 /// The including file must declare the suite as `crate::suite`.
 macro_rules! behaviour_suite {
-    (@one [async $(#[$m:meta])* with $rt:expr] $name:ident) => {
+    (@one [async $(#[$m:meta])* with $rt:expr_2021] $name:ident) => {
         $(#[$m])*
         async fn $name() {
             crate::suite::$name($rt).await
@@ -1109,7 +1109,7 @@ impl Drop for CountDrop {
 impl Hangs {
     /// A call that never answers: counted as started on its first poll and
     /// as dropped when its future goes.
-    pub fn call<T: Send + 'static>(&self) -> impl Future<Output = T> + Send + 'static {
+    pub fn call<T: Send + 'static>(&self) -> impl Future<Output = T> + Send + 'static + use<T> {
         let guard = CountDrop(Arc::clone(&self.dropped));
         let started = Arc::clone(&self.started);
         async move {
@@ -1157,7 +1157,7 @@ fn policy<R: Runtime>(rt: &R, name: &'static str, config: PolicyConfig) -> Arc<S
 fn answer<T: Send + 'static>(
     ran: &Arc<AtomicUsize>,
     value: T,
-) -> impl Future<Output = Result<T, &'static str>> + Send + 'static {
+) -> impl Future<Output = Result<T, &'static str>> + Send + 'static + use<T> {
     let ran = Arc::clone(ran);
     async move {
         ran.fetch_add(1, Ordering::SeqCst);

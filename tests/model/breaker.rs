@@ -203,7 +203,7 @@ enum Phase {
 /// What the model knows of a permit.
 #[derive(Debug, Clone, Copy)]
 struct ModelPermit {
-    gen: u64,
+    generation: u64,
     probe: bool,
     /// ns, by the breaker's clock.
     acquired_at: u64,
@@ -237,7 +237,7 @@ struct Model {
     /// ns.
     now: u64,
     phase: Phase,
-    gen: u64,
+    generation: u64,
     window: VecDeque<Entry>,
     /// Consecutive failures: the failures in a row so far.
     run: usize,
@@ -255,7 +255,7 @@ impl Model {
             cfg,
             now: 0,
             phase: Phase::Closed,
-            gen: 0,
+            generation: 0,
             window: VecDeque::new(),
             run: 0,
             rejected: 0,
@@ -272,7 +272,7 @@ impl Model {
     /// A transition at `at`: a new generation; entering Closed or HalfOpen
     /// starts an empty window, every other state keeps it frozen.
     fn transition(&mut self, to: Phase, at: u64) {
-        self.gen += 1;
+        self.generation += 1;
         self.last_transition = Some(at);
         if matches!(to, Phase::Closed | Phase::HalfOpen { .. }) {
             self.window.clear();
@@ -359,7 +359,7 @@ impl Model {
             }
         }
         Ok(ModelPermit {
-            gen: self.gen,
+            generation: self.generation,
             probe: matches!(self.phase, Phase::HalfOpen { .. }),
             acquired_at: now,
         })
@@ -377,7 +377,7 @@ impl Model {
     /// episode gives its slot back; nothing else happens.
     fn give_back(&mut self, p: ModelPermit) {
         self.expire();
-        if !p.probe || p.gen != self.gen {
+        if !p.probe || p.generation != self.generation {
             return;
         }
         match &mut self.phase {
@@ -388,7 +388,7 @@ impl Model {
 
     fn record(&mut self, p: ModelPermit, failed: bool) {
         self.expire();
-        if p.gen != self.gen {
+        if p.generation != self.generation {
             self.stale += 1;
             return;
         }
@@ -548,7 +548,7 @@ impl Model {
         if self.phase == Phase::Closed {
             // No state change: a fresh window and generation, but no
             // transition (nothing told, `last_transition` unchanged).
-            self.gen += 1;
+            self.generation += 1;
             self.window.clear();
             self.run = 0;
             return;

@@ -36,10 +36,10 @@ impl fmt::Display for Mismatch {
 
 /// Returns a [`Mismatch`] from the enclosing function unless `cond` holds.
 macro_rules! ensure {
-    ($cond:expr) => {
+    ($cond:expr_2021) => {
         ensure!($cond, "assertion failed: {}", stringify!($cond))
     };
-    ($cond:expr, $($fmt:tt)+) => {
+    ($cond:expr_2021, $($fmt:tt)+) => {
         if !$cond {
             return Err($crate::check::Mismatch(format!($($fmt)+)));
         }
@@ -49,10 +49,10 @@ macro_rules! ensure {
 /// Returns a [`Mismatch`] from the enclosing function unless the two sides
 /// are equal; the message shows both.
 macro_rules! ensure_eq {
-    ($left:expr, $right:expr) => {
+    ($left:expr_2021, $right:expr_2021) => {
         ensure_eq!($left, $right, "{}", stringify!($left))
     };
-    ($left:expr, $right:expr, $($fmt:tt)+) => {
+    ($left:expr_2021, $right:expr_2021, $($fmt:tt)+) => {
         match (&$left, &$right) {
             (left, right) => {
                 if left != right {

@@ -24,7 +24,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use watertight::breaker::BreakerConfig;
-use watertight::redis::{GlobalRateError, GlobalRateLimiter, RateKey};
+use watertight::redis::{
+    GlobalBulkhead, GlobalPermit, GlobalRateError, GlobalRateLimiter, RateKey,
+};
 
 use super::redis_server::RedisServer;
 
@@ -224,4 +226,17 @@ pub async fn spend(api: &GlobalRateLimiter, tasks: usize, end: tokio::time::Inst
         admitted += h.await.unwrap();
     }
     admitted
+}
+
+/// The first permit `g` grants in `tries` tries `every` apart, if any: a
+/// bounded wait for a store that is coming back (a thawed or promoted
+/// Redis).
+pub async fn first_grant(g: &GlobalBulkhead, tries: u32, every: Duration) -> Option<GlobalPermit> {
+    for _ in 0..tries {
+        if let Ok(p) = g.try_acquire().await {
+            return Some(p);
+        }
+        tokio::time::sleep(every).await;
+    }
+    None
 }

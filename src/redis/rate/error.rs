@@ -343,3 +343,5 @@ impl core::error::Error for GlobalRateError {
         }
     }
 }
+
+crate::fallback::refused_if_rejection!(GlobalRateError);

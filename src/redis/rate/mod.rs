@@ -976,7 +976,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         &self,
         key: RateKey,
         n: u32,
-    ) -> impl Future<Output = Result<Verdict, GlobalRateError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Verdict, GlobalRateError>> + Send + 'static + use<R> {
         let inner = Arc::clone(&self.inner);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let runtime = inner.clock.clone();
