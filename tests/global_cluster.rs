@@ -6,7 +6,8 @@
 //! Several systems whose names hash to slots on different nodes run under
 //! load, per call and leased; a slot moved to another node mid-run is
 //! survived with typed errors at worst, no permit lost or invented; and
-//! the release notifications (sharded pub/sub) follow the slot. The
+//! the release notifications (sharded pub/sub) follow the slot;
+//! acknowledged grants count the replicas of the system's own primary. The
 //! marker of the limit is the test's own: an in-process count of the
 //! permits held at once per system, and its maximum.
 
@@ -23,7 +24,7 @@ use tokio::time::Instant;
 use watertight::rate::Quota;
 use watertight::redis::{
     GlobalBulkhead, GlobalConfig, GlobalError, GlobalRateConfig, GlobalRateError,
-    GlobalRateLimiter, RateKey,
+    GlobalRateLimiter, RateKey, StoreFailure,
 };
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -551,4 +552,92 @@ fn cluster_urls_redis_rs_cannot_use_are_typed_errors() {
             watertight::redis::GlobalRateBuildError::BadUrl(_)
         ));
     });
+}
+
+/// The members of system `name`'s holders on the node on `port`, read
+/// there (`READONLY` lets a replica answer for its primary's slots).
+fn holders_on(cluster: &RedisCluster, port: u16, name: &str) -> u64 {
+    let mut con = cluster.node(port);
+    redis::cmd("READONLY").query::<()>(&mut con).unwrap();
+    redis::cmd("ZCARD")
+        .arg(format!("watertight:{{{name}}}:holders"))
+        .query(&mut con)
+        .unwrap()
+}
+
+/// Acknowledged grants in a cluster: the `[EVALSHA, WAIT]` pipeline goes
+/// to the node of the system's slot, so `WAIT` counts that primary's
+/// replicas. A system whose node has a replica is granted (and the
+/// replica has each grant the moment it is handed out); one whose node
+/// has none is refused `NotAcknowledged` and its grant given back. A
+/// `WAIT` sent anywhere else (every primary, or a random node) would
+/// refuse the first system too.
+#[test]
+fn acknowledged_grants_count_the_replicas_of_the_systems_node() {
+    let mut cluster = RedisCluster::start();
+    let systems = spread(&cluster, 2);
+    let (replicated, alone) = (systems[0], systems[1]);
+    let replica = cluster.add_replica(replicated.2);
+    let config = |leased: bool| {
+        let c = config(3).acknowledged(1, Duration::from_millis(200));
+        if leased {
+            c.leased(Duration::from_millis(100)).build().unwrap()
+        } else {
+            c.build().unwrap()
+        }
+    };
+    runtime().block_on(async {
+        let g =
+            GlobalBulkhead::connect_cluster(&cluster.urls(), replicated.0, config(false)).unwrap();
+        let mut tokens = Vec::new();
+        for _ in 0..30 {
+            let p = g.acquire_timeout(Duration::from_secs(1)).await.unwrap();
+            assert!(p.is_global());
+            // Acknowledged: the replica has the grant before it is ours.
+            assert_eq!(holders_on(&cluster, replica, replicated.0), 1);
+            tokens.push(p.fencing_token().unwrap());
+            p.release().await.unwrap();
+        }
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        let m = g.metrics();
+        assert_eq!((m.unacknowledged, m.granted), (0, 30), "{m:?}");
+
+        let leased =
+            GlobalBulkhead::connect_cluster(&cluster.urls(), replicated.0, config(true)).unwrap();
+        let q = leased
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(q.is_global());
+        drop(q);
+        let m = leased.metrics();
+        assert_eq!(m.unacknowledged, 0, "{m:?}");
+        assert!(m.refreshes >= 1, "{m:?}");
+
+        let b = GlobalBulkhead::connect_cluster(&cluster.urls(), alone.0, config(false)).unwrap();
+        let err = b.try_acquire().await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                GlobalError::StoreUnavailable(StoreFailure::NotAcknowledged {
+                    acked: 0,
+                    wanted: 1
+                })
+            ),
+            "{err:?}"
+        );
+        assert_eq!(b.metrics().unacknowledged, 1);
+        // The grant Redis made is given back (by the keeper, at once).
+        let start = Instant::now();
+        while holders_on(&cluster, alone.2, alone.0) > 0 && start.elapsed() < Duration::from_secs(5)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(holders_on(&cluster, alone.2, alone.0), 0);
+        for h in [g, leased, b] {
+            h.close().await.unwrap();
+        }
+    });
+    assert_empty(&cluster, replicated.2, replicated.0);
+    assert_empty(&cluster, alone.2, alone.0);
 }

@@ -2,7 +2,8 @@
 //! --cluster-enabled yes`) on free loopback ports, persistence off, joined
 //! by `redis-cli --cluster create` (slots 0-5460, 5461-10922 and
 //! 10923-16383, no replicas); every process stopped and the directory
-//! removed on drop, a panicking test's too.
+//! removed on drop, a panicking test's too. A replica can be added to a
+//! primary afterwards (`add_replica`).
 //!
 //! It also moves a slot from one node to another the way `redis-cli
 //! --cluster reshard` does (`CLUSTER SETSLOT … IMPORTING / MIGRATING`,
@@ -19,7 +20,9 @@ use std::time::{Duration, Instant};
 
 pub struct RedisCluster {
     children: Vec<Child>,
+    /// The primaries' ports (replicas added later are not among them).
     ports: Vec<u16>,
+    replicas: Vec<u16>,
     dir: PathBuf,
 }
 
@@ -58,6 +61,7 @@ impl RedisCluster {
         let mut cluster = RedisCluster {
             children: Vec::new(),
             ports: Vec::new(),
+            replicas: Vec::new(),
             dir,
         };
         for _ in 0..3 {
@@ -108,6 +112,82 @@ impl RedisCluster {
         );
         cluster.wait_ok(Duration::from_secs(20));
         cluster
+    }
+
+    /// Starts one more node and makes it a replica of the primary on
+    /// `primary` (`redis-cli --cluster add-node … --cluster-slave`); returns
+    /// its port once the primary counts it connected and it says its link
+    /// to the primary is up (the initial sync done).
+    ///
+    /// # Panics
+    ///
+    /// If the replica is not in sync within 20 s.
+    pub fn add_replica(&mut self, primary: u16) -> u16 {
+        let taken: Vec<u16> = self.ports.iter().chain(&self.replicas).copied().collect();
+        let port = free_port(&taken);
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes"])
+            .arg("--cluster-config-file")
+            .arg(self.dir.join(format!("nodes-{port}.conf")))
+            .args(["--cluster-node-timeout", "5000"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (apt-get install -y redis-server)");
+        self.children.push(child);
+        self.replicas.push(port);
+        let start = Instant::now();
+        while !ping(port) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the new node did not answer within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The primary sends its first sync at once, not after the 5 s
+        // that a diskless sync waits for more replicas by default.
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("repl-diskless-sync-delay")
+            .arg(0)
+            .query::<()>(&mut self.node(primary))
+            .unwrap();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "add-node"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("127.0.0.1:{primary}"))
+            .args(["--cluster-slave", "--cluster-master-id"])
+            .arg(self.id(primary))
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli on PATH (apt-get install -y redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster add-node failed:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        loop {
+            let info = |p: u16| -> String {
+                redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut self.node(p))
+                    .unwrap()
+            };
+            if info(primary).contains("connected_slaves:1")
+                && info(port).contains("master_link_status:up")
+            {
+                return port;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the replica on {port} was not in sync within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until every node says `cluster_state:ok` and knows every slot's
