@@ -82,7 +82,9 @@
 //!   while the keys are split between the nodes (the store breaker does not
 //!   count them), never a permit; the notifications follow the slot. The
 //!   `redis` module's section *Redis Cluster* has the details and the
-//!   measured figures.
+//!   measured figures. Acknowledged grants work there too: the `WAIT`
+//!   goes to the system's primary with its script and counts that
+//!   primary's replicas.
 //!
 //!   ```no_run
 //!   use watertight::redis::{GlobalBulkhead, GlobalConfig};
@@ -137,6 +139,7 @@
 //! | many calls a second per process, few Redis calls | `leased(refresh)`: one Redis call per process per refresh |
 //! | the service to follow a Sentinel failover without a restart | `connect_sentinel(sentinels, master, ..)`, either mode |
 //! | the limit to hold, and fencing tokens never to repeat, across a failover | `connect_sentinel` and `acknowledged(number of replicas, timeout)`, either mode |
+//! | many systems spread over a Redis Cluster | `connect_cluster(&nodes, ..)`, either mode; with `acknowledged`, counted on each system's primary's replicas |
 //! | calls to go on (over the limit if need be) while Redis or its replicas cannot answer | `fallback(Fallback::LocalShare(k))`; with `FailClosed` they are refused |
 //!
 //! Acknowledged grants cost a replica round trip per grant (per refresh,

@@ -347,7 +347,22 @@
 //!   that moves takes its scores to a node whose clock should agree
 //!   (NTP) to well within a lease.
 //! - **A primary's failover** inside the cluster is a failover like any
-//!   other (see *Failover* above).
+//!   other (see *Failover* above): the cluster promotes one of its
+//!   replicas, and redis-rs follows the slot there (`MOVED`).
+//! - **Acknowledged grants** ([`GlobalConfigBuilder::acknowledged`]) work
+//!   in a cluster as on one primary: redis-rs sends a pipeline to the node
+//!   of its first command that names a slot, the script's `EVALSHA` (a
+//!   `WAIT` names none), so the `WAIT` behind it runs on the same
+//!   connection and counts the replicas of the primary that serves the
+//!   system. A system whose primary has fewer replicas than asked for gets
+//!   no grant ([`StoreFailure::NotAcknowledged`]), whatever the other
+//!   primaries have. Tested (tests/global_cluster.rs, a replica added to
+//!   one of three primaries): the system on it was granted 30 times in a
+//!   row, its replica holding each grant the moment it was handed out,
+//!   and a leased share refreshed acknowledged; the system on a primary
+//!   without a replica was refused and its grant given back. A `WAIT`
+//!   sent on its own (redis-rs sends a keyless `WAIT` to every primary and
+//!   keeps the smallest answer) refused the first system too.
 //! - Cluster clients name nodes by host and port: no Unix sockets. On
 //!   shutdown, a keeper dropped with its runtime sends its last releases
 //!   on a blocking cluster connection, as it does on one Redis.
