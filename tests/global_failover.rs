@@ -9,6 +9,8 @@
 //! processes (`child_process` below, selected by `WT_ROLE`). Assertions are
 //! on counts and maxima; times are printed, never asserted tightly.
 
+#[path = "support/ack.rs"]
+mod ack;
 #[path = "support/global.rs"]
 mod global;
 #[path = "support/redis_server.rs"]
@@ -78,30 +80,7 @@ fn a_grant_no_replica_acknowledges_is_given_back_and_refused() {
         let g =
             GlobalBulkhead::connect(&server.url(), "payments", unreplicated(3).build().unwrap())
                 .unwrap();
-        let err = g.try_acquire().await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GlobalError::StoreUnavailable(StoreFailure::NotAcknowledged {
-                    acked: 0,
-                    wanted: 1
-                })
-            ),
-            "{err:?}"
-        );
-        let m = g.metrics();
-        assert_eq!((m.unacknowledged, m.granted, m.held), (1, 0, 0));
-        assert_eq!(m.rejected_store_unavailable, 1);
-        // The grant Redis made is given back (by the keeper, at once).
-        let start = Instant::now();
-        while server.zcard(HOLDERS) > 0 && start.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(
-            server.zcard(HOLDERS),
-            0,
-            "the unacknowledged grant stayed in Redis"
-        );
+        ack::refused_and_given_back(&g, || server.zcard(HOLDERS)).await;
         g.close().await.unwrap();
     });
 }

@@ -13,7 +13,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -44,6 +44,24 @@ fn free_port(taken: &[u16]) -> u16 {
     panic!("no free loopback port pair for a cluster node");
 }
 
+/// A cluster-enabled `redis-server` on loopback `port`, persistence off,
+/// its cluster config file in `dir`.
+fn spawn_node(dir: &Path, port: u16) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--cluster-enabled", "yes"])
+        .arg("--cluster-config-file")
+        .arg(dir.join(format!("nodes-{port}.conf")))
+        .args(["--cluster-node-timeout", "5000"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server on PATH (apt-get install -y redis-server)")
+}
+
 impl RedisCluster {
     /// Starts three primaries, joins them into one cluster and waits until
     /// every node reports `cluster_state:ok`.
@@ -66,58 +84,31 @@ impl RedisCluster {
         };
         for _ in 0..3 {
             let port = free_port(&cluster.ports);
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .arg("--cluster-config-file")
-                .arg(cluster.dir.join(format!("nodes-{port}.conf")))
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&cluster.dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server on PATH (apt-get install -y redis-server)");
+            let child = spawn_node(&cluster.dir, port);
             cluster.children.push(child);
             cluster.ports.push(port);
         }
         let start = Instant::now();
         for &port in &cluster.ports {
-            while !ping(port) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "a cluster node did not answer within 10 s"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_answering(port, start);
         }
         let nodes: Vec<String> = cluster
             .ports
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("redis-cli on PATH (apt-get install -y redis-tools)");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let mut create = vec!["create"];
+        create.extend(nodes.iter().map(String::as_str));
+        create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        redis_cli_cluster(&create);
         cluster.wait_ok(Duration::from_secs(20));
         cluster
     }
 
     /// Starts one more node and makes it a replica of the primary on
     /// `primary` (`redis-cli --cluster add-node … --cluster-slave`); returns
-    /// its port once the primary counts it connected and it says its link
-    /// to the primary is up (the initial sync done).
+    /// its port once the primary's `WAIT` counts it (the initial sync done)
+    /// and it says its link to the primary is up.
     ///
     /// # Panics
     ///
@@ -125,29 +116,11 @@ impl RedisCluster {
     pub fn add_replica(&mut self, primary: u16) -> u16 {
         let taken: Vec<u16> = self.ports.iter().chain(&self.replicas).copied().collect();
         let port = free_port(&taken);
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--cluster-enabled", "yes"])
-            .arg("--cluster-config-file")
-            .arg(self.dir.join(format!("nodes-{port}.conf")))
-            .args(["--cluster-node-timeout", "5000"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (apt-get install -y redis-server)");
+        let child = spawn_node(&self.dir, port);
         self.children.push(child);
         self.replicas.push(port);
         let start = Instant::now();
-        while !ping(port) {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "the new node did not answer within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_answering(port, start);
         // The primary sends its first sync at once, not after the 5 s
         // that a diskless sync waits for more replicas by default.
         redis::cmd("CONFIG")
@@ -156,30 +129,29 @@ impl RedisCluster {
             .arg(0)
             .query::<()>(&mut self.node(primary))
             .unwrap();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "add-node"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg(format!("127.0.0.1:{primary}"))
-            .args(["--cluster-slave", "--cluster-master-id"])
-            .arg(self.id(primary))
-            .stdin(Stdio::null())
-            .output()
-            .expect("redis-cli on PATH (apt-get install -y redis-tools)");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster add-node failed:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        redis_cli_cluster(&[
+            "add-node",
+            &format!("127.0.0.1:{port}"),
+            &format!("127.0.0.1:{primary}"),
+            "--cluster-slave",
+            "--cluster-master-id",
+            &self.id(primary),
+        ]);
         loop {
-            let info = |p: u16| -> String {
-                redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut self.node(p))
-                    .unwrap()
-            };
-            if info(primary).contains("connected_slaves:1")
-                && info(port).contains("master_link_status:up")
-            {
+            // What the tests need: the primary's `WAIT` counts the replica
+            // (a replica still syncing, or synced but not yet put online
+            // on its first ACK, is not counted). On a connection that wrote
+            // nothing, `WAIT` answers at once with the replicas online.
+            let counted: u64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(100)
+                .query(&mut self.node(primary))
+                .unwrap();
+            let link: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.node(port))
+                .unwrap();
+            if counted == 1 && link.contains("master_link_status:up") {
                 return port;
             }
             assert!(
@@ -406,6 +378,38 @@ impl RedisCluster {
             .query(&mut self.node(port))
             .unwrap();
         v.1
+    }
+}
+
+/// Runs `redis-cli --cluster` with `args`.
+///
+/// # Panics
+///
+/// If `redis-cli` is not on PATH or fails.
+fn redis_cli_cluster(args: &[&str]) {
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli on PATH (apt-get install -y redis-tools)");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster {} failed:\n{}",
+        args[0],
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Waits until the node on `port` answers `PING`, at most 10 s after
+/// `start`.
+fn wait_answering(port: u16, start: Instant) {
+    while !ping(port) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the cluster node on {port} did not answer within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
