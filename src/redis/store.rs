@@ -1,6 +1,8 @@
 //! The store: what the global bulkhead keeps in Redis and how it speaks to
-//! it. The connection (RESP3, with the release channel's pushes), the Lua
-//! scripts, the system's keys, and the leases this process holds.
+//! it. The connections (`conn.rs`: one Redis, Sentinel's primary or a
+//! cluster; RESP3 with the release channel's pushes), the Lua scripts
+//! (sent as `EVALSHA`, with `WAIT` behind them for acknowledged grants),
+//! the system's keys, and the leases this process holds.
 //!
 //! Both the handle ([`GlobalBulkhead`](super::GlobalBulkhead) and its
 //! permits) and the keeper task use [`Core`]; neither uses the other.
@@ -215,9 +217,9 @@ pub(super) struct Core<R> {
     sub: Conn,
     /// Told by the push handler: a release elsewhere, or a lost connection.
     released: Arc<Event>,
-    /// Whether the connection is subscribed to the release channel, and
-    /// the link's generation it subscribed on (a Sentinel link that moved
-    /// to a new primary holds no subscription yet).
+    /// Whether `sub` is subscribed to the release channel, and the
+    /// `Conn::generation` it subscribed on (a Sentinel link that moved to
+    /// a new primary holds no subscription yet).
     subscribed: Arc<AtomicBool>,
     subscribed_on: AtomicU64,
     leases: Mutex<HashMap<u64, Arc<Lease>>>,
@@ -488,8 +490,8 @@ impl<R: Runtime> Core<R> {
         inv
     }
 
-    /// Whether the connection is subscribed to the release channel (on
-    /// the link's current connection).
+    /// Whether `sub` is subscribed to the release channel (on its current
+    /// connection, under Sentinel).
     pub(super) fn is_subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Acquire)
             && self.subscribed_on.load(Ordering::Acquire) == self.sub.generation()
