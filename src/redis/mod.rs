@@ -250,8 +250,9 @@
 //! replica. Leased shares keep serving through that time from a share
 //! whose lease was acknowledged, until the lease ends.
 //!
-//! **Sentinel** ([`GlobalBulkhead::connect_sentinel`]): the connection goes
-//! to the primary the Sentinels name. A command that fails on the
+//! **Sentinel** ([`GlobalBulkhead::connect_sentinel`], and
+//! [`GlobalRateLimiter::connect_sentinel`]): the connection goes to the
+//! primary the Sentinels name. A command that fails on the
 //! connection (refused, dropped, timed out, or `READONLY` from a demoted
 //! primary) makes the next command ask the Sentinels again (one asks, the
 //! others wait for its answer), and redis-rs checks that the server they

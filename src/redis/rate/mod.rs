@@ -337,6 +337,45 @@ impl GlobalRateLimiter {
         Self::connect_on(url, name, config, TokioClock)
     }
 
+    /// A global rate limiter for system `name` on the primary that the
+    /// Redis Sentinels at `sentinels` name `master`, followed across
+    /// failovers without a restart, as
+    /// [`GlobalBulkhead::connect_sentinel`](super::GlobalBulkhead::connect_sentinel)
+    /// does: after a command fails on the connection, the next one asks
+    /// the Sentinels again. A failover can lose the rate's last spends
+    /// (replication is asynchronous): the new primary may admit up to a
+    /// burst more than the quota once. Everything else is as
+    /// [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalRateBuildError::BadUrl`] for an empty list or a URL
+    /// redis-rs cannot open; the others as
+    /// [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// let sentinels = ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"];
+    /// // No Sentinel needs to be there yet.
+    /// let api = GlobalRateLimiter::connect_sentinel(&sentinels, "main", "api", config).unwrap();
+    /// assert_eq!(api.name(), "api");
+    /// # });
+    /// ```
+    pub fn connect_sentinel(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalRateConfig,
+    ) -> Result<Self, GlobalRateBuildError> {
+        Self::connect_sentinel_on(sentinels, master, name, config, TokioClock)
+    }
+
     /// A global rate limiter for system `name` on a Redis Cluster, given
     /// the URLs of some of its nodes (the client learns the others from
     /// them). Every key of the system carries the hash tag `{name}`, so
@@ -404,6 +443,42 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         runtime: R,
     ) -> Result<Self, GlobalRateBuildError> {
         Self::open(conn::Endpoint::Single(url), name, config, runtime)
+    }
+
+    /// Like [`connect_sentinel`](GlobalRateLimiter::connect_sentinel), on
+    /// `runtime` (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_sentinel`](GlobalRateLimiter::connect_sentinel).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// let sentinels = ["redis://127.0.0.1:1/"];
+    /// let api = GlobalRateLimiter::connect_sentinel_on(&sentinels, "main", "api", config, TokioClock).unwrap();
+    /// assert_eq!(api.config().quota(), Quota::per_second(200));
+    /// # });
+    /// ```
+    pub fn connect_sentinel_on(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalRateConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalRateBuildError> {
+        Self::open(
+            conn::Endpoint::Sentinel { sentinels, master },
+            name,
+            config,
+            runtime,
+        )
     }
 
     /// Like [`connect_cluster`](GlobalRateLimiter::connect_cluster), on
