@@ -405,9 +405,10 @@ pub(super) fn open_with_pushes(
 /// or dropped connection, `READONLY` from a primary turned replica,
 /// `MASTERDOWN`; an error reply counts as well as an error) or never
 /// finishes (cut by the store timeout), or a write no replica acknowledged
-/// ([`Conn::suspect`]), makes the link *suspect*: the next command first asks the Sentinels again (one at
-/// a time; the others wait for its answer rather than use a connection
-/// that may point at a demoted or restarted server), and redis-rs checks
+/// ([`Conn::suspect`]), makes the link *suspect*: the next command first
+/// asks the Sentinels again (one at a time; the others wait for its answer
+/// rather than use a connection that may point at a demoted or restarted
+/// server), and redis-rs checks
 /// that the server they name calls itself a primary. A new address gets a
 /// new connection manager (and a new [`Conn::generation`]); the same one
 /// keeps its manager, which reconnects by itself.
