@@ -71,6 +71,28 @@
 //!   holders' renewals report their leases lost); fencing tokens are the
 //!   answer where over-limit calls must be refused.
 //!
+//! - **Redis Cluster** (`connect_cluster(&nodes, name, config)`, Redis 7.0
+//!   or later): each system lives in the one slot of its hash tag, so its
+//!   limit holds on that slot's primary as on a lone Redis, and systems
+//!   spread over the primaries by name. Notifications are sharded pub/sub
+//!   on the system's node. A slot that moves costs a few typed errors
+//!   while the keys are split between the nodes (the store breaker does not
+//!   count them), never a permit; the notifications follow the slot. The
+//!   `redis` module's section *Redis Cluster* has the details and the
+//!   measured figures.
+//!
+//!   ```no_run
+//!   use watertight::redis::{GlobalBulkhead, GlobalConfig};
+//!
+//!   # #[allow(dead_code)] async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//!   let nodes = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"];
+//!   let config = GlobalConfig::builder(20).build()?;
+//!   let payments = GlobalBulkhead::connect_cluster(&nodes, "payments", config)?;
+//!   drop(payments.try_acquire().await?);
+//!   payments.close().await?;
+//!   # Ok(()) }
+//!   ```
+//!
 //! - **Leased shares** (`leased(refresh)`): per call, every acquisition is a
 //!   script on one Redis primary (about 11 µs of Redis CPU per pair, a
 //!   round trip each). In leased mode each process holds a lease on a
