@@ -339,8 +339,8 @@
 //!   from its lease meanwhile. Measured (tests/global_cluster.rs, three
 //!   primaries on one machine, 16 tasks per system): a per-call system
 //!   whose slot was moved key by key with 300 ms pauses (refused for
-//!   longer than its 500 ms store timeout) saw 17–57 typed errors among
-//!   2,250–2,900 grants (five runs) and its first grant within 15 ms of
+//!   longer than its 500 ms store timeout) saw 6–57 typed errors among
+//!   2,250–2,900 grants (six runs) and its first grant within 15 ms of
 //!   the move's end; a leased one moved with 100 ms pauses saw none;
 //!   neither held more than its limit at once, lost a permit, or left a
 //!   slot taken.
