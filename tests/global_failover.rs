@@ -1,5 +1,5 @@
-//! `redis::GlobalBulkhead` across a Redis failover, and acknowledged
-//! grants, against real servers started and stopped by the tests: a
+//! `redis::GlobalBulkhead` across a Redis failover, acknowledged grants,
+//! and the global rate limiter through Sentinel, against real servers started and stopped by the tests: a
 //! primary, one replica and three Sentinels on loopback
 //! (`support/sentinel.rs`), and a separate `redis-server` on which the
 //! child processes mark each call's entry and exit (INCR/DECR, keeping the
@@ -9,6 +9,8 @@
 //! processes (`child_process` below, selected by `WT_ROLE`). Assertions are
 //! on counts and maxima; times are printed, never asserted tightly.
 
+#[path = "support/ack.rs"]
+mod ack;
 #[path = "support/global.rs"]
 mod global;
 #[path = "support/redis_server.rs"]
@@ -23,8 +25,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use global::{child, first_grant, output, quick_breaker, reported, role, runtime};
 use redis_server::RedisServer;
 use sentinel::{SentinelGroup, MASTER};
+use watertight::rate::Quota;
 use watertight::redis::{
-    Fallback, GlobalBulkhead, GlobalConfig, GlobalConfigError, GlobalError, StoreFailure,
+    Fallback, GlobalBulkhead, GlobalConfig, GlobalConfigError, GlobalError, GlobalRateConfig,
+    GlobalRateLimiter, RateKey, StoreFailure,
 };
 
 const HOLDERS: &str = "watertight:{payments}:holders";
@@ -78,30 +82,7 @@ fn a_grant_no_replica_acknowledges_is_given_back_and_refused() {
         let g =
             GlobalBulkhead::connect(&server.url(), "payments", unreplicated(3).build().unwrap())
                 .unwrap();
-        let err = g.try_acquire().await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                GlobalError::StoreUnavailable(StoreFailure::NotAcknowledged {
-                    acked: 0,
-                    wanted: 1
-                })
-            ),
-            "{err:?}"
-        );
-        let m = g.metrics();
-        assert_eq!((m.unacknowledged, m.granted, m.held), (1, 0, 0));
-        assert_eq!(m.rejected_store_unavailable, 1);
-        // The grant Redis made is given back (by the keeper, at once).
-        let start = Instant::now();
-        while server.zcard(HOLDERS) > 0 && start.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(
-            server.zcard(HOLDERS),
-            0,
-            "the unacknowledged grant stayed in Redis"
-        );
+        ack::refused_and_given_back(&g, || server.zcard(HOLDERS)).await;
         g.close().await.unwrap();
     });
 }
@@ -868,4 +849,39 @@ async fn worker(marks_url: &str) {
     println!("WT unavailable={}", log.unavailable);
     println!("WT refused={}", log.refused);
     println!("WT lost={}", log.lost);
+}
+
+/// The global rate limiter through Sentinel: it admits on the primary,
+/// and after the primary is killed it asks the Sentinels again and admits
+/// on the promoted replica, without a restart.
+#[test]
+fn a_global_rate_follows_the_failover() {
+    let mut group = SentinelGroup::start();
+    let urls = group.sentinel_urls();
+    let sentinels: Vec<&str> = urls.iter().map(String::as_str).collect();
+    runtime().block_on(async {
+        let config = GlobalRateConfig::builder(Quota::per_second(1000))
+            .store_timeout(Duration::from_millis(250))
+            .store_breaker(quick_breaker())
+            .build()
+            .unwrap();
+        let api = GlobalRateLimiter::connect_sentinel(&sentinels, MASTER, "api", config).unwrap();
+        for _ in 0..10 {
+            api.check(&RateKey::whole()).await.unwrap();
+        }
+        let old = group.kill_primary();
+        let new = group.wait_for_failover(old, Duration::from_secs(15));
+        // Bounded: 5 s of checks 20 ms apart.
+        let mut admitted = false;
+        for _ in 0..250 {
+            if api.check(&RateKey::whole()).await.is_ok() {
+                admitted = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(admitted, "no check admitted after the failover");
+        assert!(group.evalsha_calls(new) > 0, "not on the new primary");
+        api.close().await;
+    });
 }

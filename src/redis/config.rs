@@ -404,9 +404,11 @@ impl GlobalConfigBuilder {
     /// the lease runs on from the last acknowledged one.
     ///
     /// What it buys: a primary that fails after the acknowledgement cannot
-    /// take the grant with it, as long as Sentinel promotes a replica that
-    /// had it (with `replicas` equal to the number of replicas, every
-    /// replica has it). What it costs: each grant waits for a replica's
+    /// take the grant with it, as long as Sentinel (or, in a Redis
+    /// Cluster, the cluster) promotes a replica that had it (with
+    /// `replicas` equal to the number of replicas, every replica has it;
+    /// in a cluster, the replicas of the primary that serves the system's
+    /// slot). What it costs: each grant waits for a replica's
     /// acknowledgement (one replica round trip), a `WAIT` holds the
     /// connection it runs on (commands behind it wait too), and no grant
     /// is made while fewer than `replicas` replicas are connected. See

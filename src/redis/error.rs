@@ -25,7 +25,9 @@ use crate::bulkhead::AcquireError;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum GlobalBuildError {
-    /// The URL is not a Redis URL redis-rs can open.
+    /// The URL is not a Redis URL redis-rs can open (for a cluster: no
+    /// URL, a Unix socket, or nodes that disagree on password, protocol or
+    /// TLS).
     BadUrl(::redis::RedisError),
     /// The system's name is empty, above 128 bytes, or holds a character
     /// that would break the keys' hash tag (`{`, `}`) or a control

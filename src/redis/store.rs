@@ -1,23 +1,24 @@
 //! The store: what the global bulkhead keeps in Redis and how it speaks to
-//! it. The connection (RESP3, with the release channel's pushes), the Lua
-//! scripts, the system's keys, and the leases this process holds.
+//! it. The connections (`conn.rs`: one Redis, Sentinel's primary or a
+//! cluster; RESP3 with the release channel's pushes), the Lua scripts
+//! (sent as `EVALSHA`, with `WAIT` behind them for acknowledged grants),
+//! the system's keys, and the leases this process holds.
 //!
 //! Both the handle ([`GlobalBulkhead`](super::GlobalBulkhead) and its
 //! permits) and the keeper task use [`Core`]; neither uses the other.
 
-use std::{format, string::String, vec::Vec};
+use std::{boxed::Box, format, string::String, vec::Vec};
 
 use core::future::Future;
 use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ::redis::aio::ConnectionManagerConfig;
 use ::redis::{Cmd, ErrorKind, PushInfo, PushKind, RedisError, Script, ServerErrorKind, Value};
 use event_listener::{Event, EventListener};
 
 use super::config::GlobalConfig;
-use super::conn::Link;
+use super::conn::{Blocking, Conn, Endpoint};
 use super::error::{GlobalBuildError, StoreFailure};
 use super::runtime::Runtime;
 use super::telemetry::Stats;
@@ -44,6 +45,12 @@ pub(super) fn check_name(name: &'static str) -> Result<(), GlobalBuildError> {
 }
 
 /// The scripts, loaded once per process (their text is part of the binary).
+///
+/// In a Redis Cluster they publish with `SPUBLISH`: sharded pub/sub, whose
+/// channel lives in the slot of its hash tag (the system's, like its
+/// keys), so a message goes only to the node that serves the system
+/// instead of to every node over the cluster bus; one Redis keeps
+/// `PUBLISH` (and so Redis 6).
 struct Scripts {
     acquire: Script,
     release: Script,
@@ -53,14 +60,25 @@ struct Scripts {
 }
 
 impl Scripts {
-    fn new() -> Self {
+    fn new(sharded: bool) -> Self {
+        let script = |text: &str| Script::new(&script_text(text, sharded));
         Scripts {
-            acquire: Script::new(include_str!("scripts/acquire.lua")),
-            release: Script::new(include_str!("scripts/release.lua")),
-            renew: Script::new(include_str!("scripts/renew.lua")),
-            share_refresh: Script::new(include_str!("scripts/share_refresh.lua")),
-            share_leave: Script::new(include_str!("scripts/share_leave.lua")),
+            acquire: script(include_str!("scripts/acquire.lua")),
+            release: script(include_str!("scripts/release.lua")),
+            renew: script(include_str!("scripts/renew.lua")),
+            share_refresh: script(include_str!("scripts/share_refresh.lua")),
+            share_leave: script(include_str!("scripts/share_leave.lua")),
         }
+    }
+}
+
+/// A script's text, its publications made sharded (`SPUBLISH`) if
+/// `sharded`.
+fn script_text(text: &str, sharded: bool) -> String {
+    if sharded {
+        text.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
+    } else {
+        String::from(text)
     }
 }
 
@@ -192,12 +210,16 @@ pub(super) struct Core<R> {
     pub(super) stats: Stats,
     keys: Keys,
     scripts: Scripts,
-    link: Link,
+    /// The scripts' connection, and the channel's (the same connection
+    /// on one Redis and under Sentinel; two in a cluster, see
+    /// `conn::open_with_pushes`).
+    con: Conn,
+    sub: Conn,
     /// Told by the push handler: a release elsewhere, or a lost connection.
     released: Arc<Event>,
-    /// Whether the connection is subscribed to the release channel, and
-    /// the link's generation it subscribed on (a Sentinel link that moved
-    /// to a new primary holds no subscription yet).
+    /// Whether `sub` is subscribed to the release channel, and the
+    /// `Conn::generation` it subscribed on (a Sentinel link that moved to
+    /// a new primary holds no subscription yet).
     subscribed: Arc<AtomicBool>,
     subscribed_on: AtomicU64,
     leases: Mutex<HashMap<u64, Arc<Lease>>>,
@@ -211,20 +233,21 @@ pub(super) struct Core<R> {
     /// The keeper's future was dropped (its runtime shut down) without
     /// `close`: releases go to Redis on a blocking connection from then on.
     keeper_gone: AtomicBool,
-    /// That blocking connection (to the link's primary), made on first
-    /// need; and whether it failed once (then nothing more is tried: a
-    /// shutdown must not wait a store timeout per permit).
-    blocking: Mutex<Option<::redis::Connection>>,
+    /// That blocking connection (under Sentinel, to the primary it named
+    /// last), made on first need; and whether it failed once (then
+    /// nothing more is tried: a shutdown must not wait a store timeout per
+    /// permit).
+    client: Blocking,
+    blocking: Mutex<Option<Box<dyn ::redis::ConnectionLike + Send>>>,
     blocking_failed: AtomicBool,
 }
 
 impl<R: Runtime> Core<R> {
-    /// The store of system `name` on the Redis that `connect` links to
-    /// (given the connection manager's settings, with the pushes wired).
-    /// It does not wait for Redis: the connection is made on first use,
-    /// and again by itself after it is lost.
+    /// The store of system `name` on the Redis at `endpoint`. It does not
+    /// wait for Redis: the connection is made on first use, and again by
+    /// itself after it is lost.
     pub(super) fn open(
-        connect: impl FnOnce(ConnectionManagerConfig) -> Result<Link, RedisError>,
+        endpoint: Endpoint<'_>,
         name: &'static str,
         config: GlobalConfig,
         clock: R,
@@ -247,10 +270,8 @@ impl<R: Runtime> Core<R> {
             }
         };
         // The shared settings (conn.rs), with the release channel's pushes.
-        let manager = super::conn::manager_config(config.store_timeout)
-            .set_push_sender(push)
-            .set_automatic_resubscription();
-        let link = connect(manager).map_err(GlobalBuildError::BadUrl)?;
+        let cons = super::conn::open_with_pushes(endpoint, config.store_timeout, push)
+            .map_err(GlobalBuildError::BadUrl)?;
 
         Ok(Core {
             clock,
@@ -258,8 +279,9 @@ impl<R: Runtime> Core<R> {
             config,
             stats: Stats::default(),
             keys,
-            scripts: Scripts::new(),
-            link,
+            scripts: Scripts::new(cons.commands.sharded()),
+            con: cons.commands,
+            sub: cons.subscriptions,
             released,
             subscribed,
             subscribed_on: AtomicU64::new(0),
@@ -268,6 +290,7 @@ impl<R: Runtime> Core<R> {
             alive: AtomicUsize::new(0),
             drained: Event::new(),
             keeper_gone: AtomicBool::new(false),
+            client: cons.blocking,
             blocking: Mutex::new(None),
             blocking_failed: AtomicBool::new(false),
         })
@@ -300,14 +323,14 @@ impl<R: Runtime> Core<R> {
     /// and the answer says whether enough replicas had it (`None` without
     /// acknowledged grants).
     async fn eval(&self, script: &Script, cmd: &Cmd) -> Result<(Value, Option<u32>), StoreFailure> {
-        let mut link = self.link.clone();
+        let mut con = self.con.clone();
         let Some(ack) = self.config.ack else {
             let v = self
                 .run(async {
-                    match cmd.query_async::<Value>(&mut link).await {
+                    match cmd.query_async::<Value>(&mut con).await {
                         Err(e) if is_noscript(&e) => {
-                            script.load_async(&mut link).await?;
-                            cmd.query_async(&mut link).await
+                            script.load_async(&mut con).await?;
+                            cmd.query_async(&mut con).await
                         }
                         r => r,
                     }
@@ -323,10 +346,10 @@ impl<R: Runtime> Core<R> {
             .arg(ms);
         let (v, acked) = self
             .run(async {
-                match pipe.query_async::<(Value, u32)>(&mut link).await {
+                match pipe.query_async::<(Value, u32)>(&mut con).await {
                     Err(e) if is_noscript(&e) => {
-                        script.load_async(&mut link).await?;
-                        pipe.query_async(&mut link).await
+                        script.load_async(&mut con).await?;
+                        pipe.query_async(&mut con).await
                     }
                     r => r,
                 }
@@ -342,7 +365,7 @@ impl<R: Runtime> Core<R> {
             (Some(acked), Some(ack)) if acked < ack.replicas => {
                 self.stats.unacknowledged(self.name, acked, ack.replicas);
                 // Perhaps a primary Sentinel has replaced: ask again.
-                self.link.suspect();
+                self.con.suspect();
                 Err(StoreFailure::NotAcknowledged {
                     acked,
                     wanted: ack.replicas,
@@ -383,7 +406,7 @@ impl<R: Runtime> Core<R> {
         for m in members {
             inv.arg(m);
         }
-        let mut con = self.link.clone();
+        let mut con = self.con.clone();
         let freed: u64 = self.run(inv.invoke_async(&mut con)).await?;
         self.stats.released(members.len());
         Ok(freed)
@@ -445,7 +468,7 @@ impl<R: Runtime> Core<R> {
 
     /// Gives this process's whole leased share back.
     pub(super) async fn leave(&self, member: &str) -> Result<u64, StoreFailure> {
-        let mut con = self.link.clone();
+        let mut con = self.con.clone();
         let freed = self
             .run(self.leave_invocation(member).invoke_async(&mut con))
             .await?;
@@ -467,11 +490,11 @@ impl<R: Runtime> Core<R> {
         inv
     }
 
-    /// Whether the connection is subscribed to the release channel (on
-    /// the link's current connection).
+    /// Whether `sub` is subscribed to the release channel (on its current
+    /// connection, under Sentinel).
     pub(super) fn is_subscribed(&self) -> bool {
         self.subscribed.load(Ordering::Acquire)
-            && self.subscribed_on.load(Ordering::Acquire) == self.link.generation()
+            && self.subscribed_on.load(Ordering::Acquire) == self.sub.generation()
     }
 
     /// Subscribes the connection to its channel: the release channel per
@@ -481,8 +504,8 @@ impl<R: Runtime> Core<R> {
             super::config::Mode::Leased { .. } => &self.keys.wanted,
             super::config::Mode::PerCall => &self.keys.channel,
         };
-        let generation = self.link.generation();
-        if self.run(self.link.subscribe(channel)).await.is_ok() {
+        let generation = self.sub.generation();
+        if self.run(self.sub.subscribe(channel)).await.is_ok() {
             self.subscribed_on.store(generation, Ordering::Release);
             self.subscribed.store(true, Ordering::Release);
         }
@@ -624,7 +647,7 @@ impl<R: Runtime> Core<R> {
     /// per permit.
     fn with_blocking(
         &self,
-        f: impl FnOnce(&mut ::redis::Connection) -> Result<(), ::redis::RedisError>,
+        f: impl FnOnce(&mut dyn ::redis::ConnectionLike) -> Result<(), ::redis::RedisError>,
     ) {
         if self.blocking_failed.load(Ordering::Acquire) {
             return;
@@ -632,25 +655,14 @@ impl<R: Runtime> Core<R> {
         let Ok(mut slot) = self.blocking.lock() else {
             return;
         };
-        let timeout = Some(self.config.store_timeout);
         if slot.is_none() {
-            *slot = self
-                .link
-                .client()
-                .ok_or_else(|| RedisError::from((ErrorKind::Client, "no primary known")))
-                .and_then(|c| c.get_connection_with_timeout(self.config.store_timeout))
-                .and_then(|c| {
-                    c.set_read_timeout(timeout)?;
-                    c.set_write_timeout(timeout)?;
-                    Ok(c)
-                })
-                .ok();
+            *slot = self.client.connect(self.config.store_timeout).ok();
         }
         let Some(con) = slot.as_mut() else {
             self.blocking_failed.store(true, Ordering::Release);
             return;
         };
-        if f(con).is_err() {
+        if f(&mut **con).is_err() {
             self.blocking_failed.store(true, Ordering::Release);
             *slot = None;
         }
@@ -731,9 +743,13 @@ fn parse_refresh(v: &Value) -> Result<Refreshed, StoreFailure> {
 
 /// RESP3 pushes on the connection: release notifications wake waiters, and
 /// a lost connection wakes them all (they retry, and meet the fallback).
+/// In a cluster the messages are sharded (`SMESSAGE`), and a node that
+/// gives the system's slot away unsubscribes us (`SUNSUBSCRIBE`): the
+/// waiters are woken as for a lost connection, and the keeper subscribes
+/// again, on the node that serves the slot now.
 fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &AtomicBool) {
     match push.kind {
-        PushKind::Message => {
+        PushKind::Message | PushKind::SMessage => {
             let [Value::BulkString(ch), payload, ..] = push.data.as_slice() else {
                 return;
             };
@@ -749,11 +765,44 @@ fn on_push(push: &PushInfo, channel: &str, released: &Event, subscribed: &Atomic
             };
             released.notify(event_listener::IntoNotification::additional(freed));
         }
-        PushKind::Subscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Subscribe | PushKind::SSubscribe => subscribed.store(true, Ordering::Release),
+        PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+            let ours = matches!(push.data.first(), Some(Value::BulkString(ch)) if ch.as_slice() == channel.as_bytes());
+            if ours {
+                subscribed.store(false, Ordering::Release);
+                released.notify(usize::MAX);
+            }
+        }
         PushKind::Disconnection => {
             subscribed.store(false, Ordering::Release);
             released.notify(usize::MAX);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_text;
+
+    const SCRIPTS: [&str; 5] = [
+        include_str!("scripts/acquire.lua"),
+        include_str!("scripts/release.lua"),
+        include_str!("scripts/renew.lua"),
+        include_str!("scripts/share_refresh.lua"),
+        include_str!("scripts/share_leave.lua"),
+    ];
+
+    #[test]
+    fn sharded_scripts_publish_only_with_spublish() {
+        for text in SCRIPTS {
+            let publishes = text.matches("'PUBLISH'").count();
+            let sharded = script_text(text, true);
+            // Every publication is sharded (none left in another spelling).
+            assert_eq!(sharded.matches("'PUBLISH'").count(), 0, "{text}");
+            assert_eq!(sharded.matches("\"PUBLISH\"").count(), 0, "{text}");
+            assert_eq!(sharded.matches("redis.call('SPUBLISH',").count(), publishes);
+            assert_eq!(script_text(text, false), text);
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! [`GlobalRateLimiter`]: one rate for the whole fleet, kept in Redis. Its
 //! docs (on the type: this module is private) say what it guarantees.
 
-use std::{format, string::String};
+use std::{format, string::String, vec::Vec};
 
 use core::future::Future;
 use core::hash::BuildHasher;
@@ -9,7 +9,6 @@ use core::time::Duration;
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::{FromRedisValue, Script, ScriptInvocation};
 use tokio::sync::mpsc;
 
@@ -54,7 +53,7 @@ struct Inner<R> {
     name: &'static str,
     config: GlobalRateConfig,
     clock: R,
-    con: ConnectionManager,
+    con: conn::Conn,
     script: Script,
     lease_script: Script,
     return_script: Script,
@@ -337,6 +336,82 @@ impl GlobalRateLimiter {
     ) -> Result<Self, GlobalRateBuildError> {
         Self::connect_on(url, name, config, TokioClock)
     }
+
+    /// A global rate limiter for system `name` on the primary that the
+    /// Redis Sentinels at `sentinels` name `master`, followed across
+    /// failovers without a restart, as
+    /// [`GlobalBulkhead::connect_sentinel`](super::GlobalBulkhead::connect_sentinel)
+    /// does: after a command fails on the connection, the next one asks
+    /// the Sentinels again. A failover can lose the rate's last spends
+    /// (replication is asynchronous): the new primary may admit up to a
+    /// burst more than the quota once. Everything else is as
+    /// [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalRateBuildError::BadUrl`] for an empty list or a URL
+    /// redis-rs cannot open; the others as
+    /// [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// let sentinels = ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"];
+    /// // No Sentinel needs to be there yet.
+    /// let api = GlobalRateLimiter::connect_sentinel(&sentinels, "main", "api", config).unwrap();
+    /// assert_eq!(api.name(), "api");
+    /// # });
+    /// ```
+    pub fn connect_sentinel(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalRateConfig,
+    ) -> Result<Self, GlobalRateBuildError> {
+        Self::connect_sentinel_on(sentinels, master, name, config, TokioClock)
+    }
+
+    /// A global rate limiter for system `name` on a Redis Cluster, given
+    /// the URLs of some of its nodes (the client learns the others from
+    /// them). Every key of the system carries the hash tag `{name}`, so
+    /// one system lives in one slot, and the GCRA script runs there; see
+    /// [the `redis` module](crate::redis#redis-cluster) for what a
+    /// cluster changes (the GCRA script publishes nothing: no
+    /// subscription, one connection). Everything else is as
+    /// [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Errors
+    ///
+    /// [`GlobalRateBuildError::BadUrl`] for no URL, one redis-rs cannot
+    /// open, a Unix socket, or nodes that disagree on password, protocol
+    /// or TLS; the others as [`connect`](GlobalRateLimiter::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// // No cluster needs to be there yet.
+    /// let nodes = ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"];
+    /// let api = GlobalRateLimiter::connect_cluster(&nodes, "api", config).unwrap();
+    /// assert_eq!(api.name(), "api");
+    /// # });
+    /// ```
+    pub fn connect_cluster<U: AsRef<str>>(
+        nodes: &[U],
+        name: &'static str,
+        config: GlobalRateConfig,
+    ) -> Result<Self, GlobalRateBuildError> {
+        Self::connect_cluster_on(nodes, name, config, TokioClock)
+    }
 }
 
 impl<R: Runtime> GlobalRateLimiter<R> {
@@ -367,6 +442,82 @@ impl<R: Runtime> GlobalRateLimiter<R> {
         config: GlobalRateConfig,
         runtime: R,
     ) -> Result<Self, GlobalRateBuildError> {
+        Self::open(conn::Endpoint::Single(url), name, config, runtime)
+    }
+
+    /// Like [`connect_sentinel`](GlobalRateLimiter::connect_sentinel), on
+    /// `runtime` (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_sentinel`](GlobalRateLimiter::connect_sentinel).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// let sentinels = ["redis://127.0.0.1:1/"];
+    /// let api = GlobalRateLimiter::connect_sentinel_on(&sentinels, "main", "api", config, TokioClock).unwrap();
+    /// assert_eq!(api.config().quota(), Quota::per_second(200));
+    /// # });
+    /// ```
+    pub fn connect_sentinel_on(
+        sentinels: &[&str],
+        master: &str,
+        name: &'static str,
+        config: GlobalRateConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalRateBuildError> {
+        Self::open(
+            conn::Endpoint::Sentinel { sentinels, master },
+            name,
+            config,
+            runtime,
+        )
+    }
+
+    /// Like [`connect_cluster`](GlobalRateLimiter::connect_cluster), on
+    /// `runtime` (see [`Runtime`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect_cluster`](GlobalRateLimiter::connect_cluster).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use watertight::clock::TokioClock;
+    /// use watertight::rate::Quota;
+    /// use watertight::redis::{GlobalRateConfig, GlobalRateLimiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = GlobalRateConfig::builder(Quota::per_second(200)).build().unwrap();
+    /// let nodes = ["redis://127.0.0.1:7000"];
+    /// let api = GlobalRateLimiter::connect_cluster_on(&nodes, "api", config, TokioClock).unwrap();
+    /// assert_eq!(api.config().quota(), Quota::per_second(200));
+    /// # });
+    /// ```
+    pub fn connect_cluster_on<U: AsRef<str>>(
+        nodes: &[U],
+        name: &'static str,
+        config: GlobalRateConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalRateBuildError> {
+        let nodes: Vec<String> = nodes.iter().map(|u| String::from(u.as_ref())).collect();
+        Self::open(conn::Endpoint::Cluster(&nodes), name, config, runtime)
+    }
+
+    fn open(
+        endpoint: conn::Endpoint<'_>,
+        name: &'static str,
+        config: GlobalRateConfig,
+        runtime: R,
+    ) -> Result<Self, GlobalRateBuildError> {
         if let Err(GlobalBuildError::BadName { name, reason }) = check_name(name) {
             return Err(GlobalRateBuildError::BadName { name, reason });
         }
@@ -374,7 +525,7 @@ impl<R: Runtime> GlobalRateLimiter<R> {
             return Err(GlobalRateBuildError::NoRuntime);
         }
         let con =
-            conn::open_lazy(url, config.store_timeout).map_err(GlobalRateBuildError::BadUrl)?;
+            conn::open(endpoint, config.store_timeout).map_err(GlobalRateBuildError::BadUrl)?;
         let breaker = HeapBreaker::try_new(name, config.store_breaker, runtime.clone())
             .map_err(|e| GlobalRateBuildError::Config(GlobalRateConfigError::StoreBreaker(e)))?;
         let local = match config.fallback {
@@ -1063,7 +1214,11 @@ impl<R: Runtime> Inner<R> {
             Ok(_) => probe.success(),
             Err(e) => {
                 self.stats.store_failed(self.name, e);
-                probe.failure();
+                if conn::slot_moving(e) {
+                    probe.ignore();
+                } else {
+                    probe.failure();
+                }
             }
         }
         out
