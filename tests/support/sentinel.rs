@@ -188,10 +188,26 @@ impl SentinelGroup {
         node
     }
 
-    /// Waits until the replica on `port` has its link to the primary up.
+    /// Waits until the replica on `port` has its link to the primary up
+    /// and the primary's `WAIT` counts it: a replica still syncing, or
+    /// synced but not yet put online by its first ACK, is not counted, and
+    /// an acknowledged grant made then would be refused. On a connection
+    /// that wrote nothing, `WAIT` answers at once with the replicas online.
     pub fn wait_in_sync(&self, port: u16) {
         wait_until(Duration::from_secs(10), "the replica in sync", || {
-            info_replication(port).is_some_and(|i| i.contains("master_link_status:up"))
+            let Some(info) = info_replication(port) else {
+                return false;
+            };
+            let primary = info
+                .lines()
+                .find_map(|l| l.strip_prefix("master_port:"))
+                .and_then(|p| p.trim().parse::<u16>().ok());
+            let (true, Some(primary)) = (info.contains("master_link_status:up"), primary) else {
+                return false;
+            };
+            connection(primary)
+                .and_then(|mut c| redis::cmd("WAIT").arg(1).arg(100).query::<u64>(&mut c))
+                .is_ok_and(|counted| counted >= 1)
         });
     }
 
