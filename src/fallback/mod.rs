@@ -2,7 +2,7 @@
 //! refusal, and a cache of good answers to serve, marked with their age,
 //! while the system is unavailable.
 //!
-//! Seed 004's order for a call that did not make it, best first: answer
+//! The degrade ladder, for a call that did not make it, best first: answer
 //! without the optional part; serve cached data marked with its age; retry
 //! once if idempotent and the budget allows; refuse with a clear error and
 //! `Retry-After` ([the guide's degrade ladder](crate::guide::degrade)

@@ -1,8 +1,7 @@
 //! The degrade ladder: what to answer when a call did not make it.
 //!
 //! A timeout or a refusal is not only an error, it is a decision about
-//! what to do next. Seed 004 ("timeouts and back-pressure in asyncio")
-//! lists the answers best first:
+//! what to do next. The answers, best first:
 //!
 //! 1. answer **without the optional part** (the catalog did not answer:
 //!    show the order without the product pictures);
@@ -117,7 +116,7 @@
 //! request's [`Deadline`](crate::deadline::Deadline)
 //! ([`within`](crate::policy::Retrying::within)). A refusal is never
 //! retried: a full bulkhead or an open breaker says "not now", and asking
-//! again at once is the loop seed 004 warns about.
+//! again at once is the loop that keeps an overloaded system down.
 //!
 //! ```
 //! use core::cell::Cell;

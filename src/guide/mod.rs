@@ -16,7 +16,7 @@
 //! | [`overload`] | who waits and who is refused under overload: a bounded wait queue, classes with guaranteed shares, client-side throttling; the simulations and what they showed |
 //! | [`adaptive`] | adaptive concurrency: AIMD and Gradient2 behind an [`AdaptiveBulkhead`](crate::limit::AdaptiveBulkhead), on real HTTP, and where it plugs in |
 //! | [`rate`] | rate limits: GCRA in one word, waits without a queue, keyed limits in a fixed table, memory per key |
-//! | [`degrade`] | the degrade ladder (seed 004's order): answer without the optional part, cached data marked with its age, one retry within the budget, a clear refusal with `Retry-After`; each rung in code |
+//! | [`degrade`] | the degrade ladder, best first: answer without the optional part, cached data marked with its age, one retry within the budget, a clear refusal with `Retry-After`; each rung in code |
 //! | [`throttle`] | client-side adaptive throttling (the SRE book's): counted at admission, what is an accept, in a policy and in tower, what it costs |
 //! | [`global`] | one limit across processes: the global bulkhead on Redis (feature `redis`) |
 //! | [`firmware`] | embassy firmware: flash and RAM on a Cortex-M4F, and runs on two boards in QEMU |

@@ -295,7 +295,7 @@
 //! ([`fallback`](crate::fallback), `chaos`, `tower::StaleCacheLayer`,
 //! `tower::ChaosLayer`; [the degrade ladder](super::degrade), and
 //! `guide::chaos`, the resilience test kit; feature `chaos`, the act is
-//! skipped with one line without it). Seed 004's second rung over loopback
+//! skipped with one line without it). The degrade ladder's second rung over loopback
 //! HTTP, with the fault made by the injector rather than by hand. Pricing's
 //! `GET /price/{sku}` sits behind a `ChaosLayer`: a seeded
 //! `chaos::Injector`, off at first, that once on answers every request 503
