@@ -8,11 +8,11 @@
 //!
 //! | group | what |
 //! |---|---|
-//! | `chaos/policy-call` | `call(ready)`, `call(‖ disabled.inject(ready))`, `call(‖ rate0.inject(ready))` |
+//! | `chaos/policy-call` | `call(ready)`, `call(‖ disabled.inject(ready))`, `call(‖ rate0.inject(ready))`, `call_injected(&disabled, ready)`, `call_injected(&rate0, ready)` |
 //! | `chaos/bare-future` | `ready`, `disabled.inject(ready)`, `rate0.inject(ready)` |
 //!
 //! Then, because criterion times one benchmark after another and a shared
-//! machine's load drifts between them, the same three policy calls in
+//! machine's load drifts between them, the same five policy calls in
 //! **paired rounds**: each round times 10 000 calls of each, in a rotating
 //! order (a round is about a millisecond, so most rounds run whole between
 //! two preemptions), and the table gives the median and the minimum of the
@@ -20,6 +20,9 @@
 //! call (`cargo bench` only: 201 rounds).
 //!
 //! Run: `cargo bench --bench chaos --features chaos -- --warm-up-time 1 --measurement-time 3`.
+//! For an instruction count, `CHAOS_WAY=k` (0 to 4, the paired table's
+//! rows) makes the bench binary run that one way 100 000 times and exit:
+//! `CHAOS_WAY=3 valgrind --tool=callgrind target/release/deps/chaos-…`.
 //! The table: `src/guide/benchmarks.rs`, "Fault injection".
 
 use std::future::{ready, Future, Ready};
@@ -90,6 +93,12 @@ fn policy_call(c: &mut Criterion) {
             now(black_box(&zero_p).call(|| zero.inject(answer()))).unwrap()
         })
     });
+    g.bench_function("call_injected_disabled", |b| {
+        b.iter(|| now(black_box(&off_p).call_injected(black_box(&off), answer)).unwrap())
+    });
+    g.bench_function("call_injected_rate0", |b| {
+        b.iter(|| now(black_box(&zero_p).call_injected(black_box(&zero), answer)).unwrap())
+    });
     g.finish();
     assert_eq!(off.metrics().total_injected() + off.metrics().passed, 0);
     assert_eq!(zero.metrics().total_injected(), 0);
@@ -129,59 +138,67 @@ fn paired(rounds: usize, calls: u32) {
                     let off = black_box(&off);
                     now(black_box(&off_p).call(|| off.inject(answer())))
                 }
-                _ => {
+                2 => {
                     let zero = black_box(&zero);
                     now(black_box(&zero_p).call(|| zero.inject(answer())))
                 }
+                3 => now(black_box(&off_p).call_injected(black_box(&off), answer)),
+                _ => now(black_box(&zero_p).call_injected(black_box(&zero), answer)),
             };
             black_box(r.unwrap());
         }
         start.elapsed().as_nanos() as f64 / f64::from(calls)
     };
-    let mut ns = [vec![], vec![], vec![]];
-    let mut ratio = [vec![], vec![]];
+    if let Ok(w) = std::env::var("CHAOS_WAY") {
+        black_box(time(w.parse().unwrap()));
+        return;
+    }
+    const WAYS: usize = 5;
+    let mut ns: [Vec<f64>; WAYS] = Default::default();
+    let mut ratio: [Vec<f64>; WAYS] = Default::default();
     for round in 0..rounds {
-        let mut t = [0.0; 3];
-        for k in 0..3 {
-            let way = (round + k) % 3;
+        let mut t = [0.0; WAYS];
+        for k in 0..WAYS {
+            let way = (round + k) % WAYS;
             t[way] = time(way);
         }
-        for way in 0..3 {
+        for way in 0..WAYS {
             ns[way].push(t[way]);
+            ratio[way].push(t[way] / t[0]);
         }
-        ratio[0].push(t[1] / t[0]);
-        ratio[1].push(t[2] / t[0]);
     }
     assert_eq!(off.metrics().total_injected() + off.metrics().passed, 0);
     println!();
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let mins = [min(&ns[0]), min(&ns[1]), min(&ns[2])];
     println!("paired rounds: {rounds} x {calls} calls of each");
     println!("| call | ns per call, median | minimum | ratio to `call`, median of rounds |");
     println!("|---|---|---|---|");
-    println!(
-        "| `call(ready)` | {:.1} | {:.1} | 1 |",
-        median(&mut ns[0]),
-        mins[0]
-    );
-    println!(
-        "| `call(|| disabled.inject(ready))` | {:.1} | {:.1} | {:.3} |",
-        median(&mut ns[1]),
-        mins[1],
-        median(&mut ratio[0])
-    );
-    println!(
-        "| `call(|| rate0.inject(ready))` | {:.1} | {:.1} | {:.3} |",
-        median(&mut ns[2]),
-        mins[2],
-        median(&mut ratio[1])
-    );
+    let names = [
+        "`call(ready)`",
+        "`call(|| disabled.inject(ready))`",
+        "`call(|| rate0.inject(ready))`",
+        "`call_injected(&disabled, ready)`",
+        "`call_injected(&rate0, ready)`",
+    ];
+    for way in 0..WAYS {
+        let min = ns[way].iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "| {} | {:.1} | {:.1} | {:.3} |",
+            names[way],
+            median(&mut ns[way]),
+            min,
+            median(&mut ratio[way])
+        );
+    }
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not (then
     // criterion runs each benchmark once, and one short round is enough).
     let bench = std::env::args().any(|a| a == "--bench");
+    if std::env::var("CHAOS_WAY").is_ok() {
+        paired(1, 100_000);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     policy_call(&mut c);
     bare_future(&mut c);

@@ -140,21 +140,38 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
         match self.project().state.project() {
+            // The one path a disabled injector takes, kept to a compare.
             StateProj::Pass { fut } => fut.poll(cx),
-            StateProj::Delay { sleep, fut, slept } => {
-                if !*slept {
-                    core::task::ready!(sleep.poll(cx));
-                    *slept = true;
-                }
-                fut.poll(cx)
-            }
-            StateProj::Replaced { out, .. } => match out.take() {
-                Some(out) => Poll::Ready(out),
-                // Polled again after its value: never ready again.
-                None => Poll::Pending,
-            },
-            // Nothing will ever wake it, and nothing needs to.
-            StateProj::Hang => Poll::Pending,
+            faulted => poll_faulted(faulted, cx),
         }
+    }
+}
+
+/// An injected latency (its sleep, then the call), an injected error or
+/// outcome (ready once), or a hang (never ready): out of line, so that the
+/// pass path stays small in the caller's poll.
+#[cold]
+#[inline(never)]
+fn poll_faulted<F, S, O>(state: StateProj<'_, F, S, O>, cx: &mut Context<'_>) -> Poll<O>
+where
+    F: Future<Output = O>,
+    S: Future<Output = ()>,
+{
+    match state {
+        StateProj::Pass { fut } => fut.poll(cx),
+        StateProj::Delay { sleep, fut, slept } => {
+            if !*slept {
+                core::task::ready!(sleep.poll(cx));
+                *slept = true;
+            }
+            fut.poll(cx)
+        }
+        StateProj::Replaced { out, .. } => match out.take() {
+            Some(out) => Poll::Ready(out),
+            // Polled again after its value: never ready again.
+            None => Poll::Pending,
+        },
+        // Nothing will ever wake it, and nothing needs to.
+        StateProj::Hang => Poll::Pending,
     }
 }

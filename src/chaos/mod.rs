@@ -3,15 +3,16 @@
 //! should when the system behind it misbehaves.
 //!
 //! An [`Injector`] stands in front of a call — any future
-//! ([`inject`](Injector::inject), [`call`](Injector::call)) or a tower
-//! service (`tower::ChaosLayer`, features `chaos` and `tower`) — and, per
+//! ([`inject`](Injector::inject), [`call`](Injector::call)), a policy's call
+//! where it starts ([`Policy::call_injected`](crate::policy::Policy::call_injected)),
+//! or a tower service (`tower::ChaosLayer`, features `chaos` and `tower`) — and, per
 //! call, either lets it through untouched or injects one [`Fault`]:
 //!
 //! | fault | what the caller sees | the call |
 //! |---|---|---|
 //! | [`Error`](Fault::Error) | the configured error value, at once | not made |
 //! | [`Outcome`](Fault::Outcome) | the configured value, at once (an `Ok(503)`, say) | not made |
-//! | [`Latency`](Fault::Latency) | the call's own result, after the configured latency, slept on the injector's clock | made, polled after the sleep |
+//! | [`Latency`](Fault::Latency) | the call's own result, after the configured latency, slept on the injector's clock (the policy's, through `call_injected`) | made, polled after the sleep |
 //! | [`Hang`](Fault::Hang) | nothing, ever: the future stays pending until the caller's deadline drops it | not made |
 //!
 //! It is the shape of Polly's Simmy strategies (fault, outcome, latency,
@@ -59,10 +60,13 @@
 //!
 //! # Cost
 //!
-//! Disabled: one relaxed load, then the call itself in a wrapper future —
-//! about 3 ns a call, 1.10× a policy call on `ManualClock` that does
-//! nothing else, nothing beside a call that leaves the process
-//! ([the table](crate::guide::benchmarks#fault-injection)). Enabled: one
+//! Disabled: one relaxed load and a branch. Through
+//! [`Policy::call_injected`](crate::policy::Policy::call_injected) that is
+//! all — the policy polls the call's own future —, 1.03–1.04× a policy call
+//! on `ManualClock` that does nothing else; through
+//! [`inject`](Injector::inject) the call also sits in a wrapper future,
+//! 1.09× ([the table](crate::guide::benchmarks#fault-injection)). Nothing
+//! beside a call that leaves the process. Enabled: one
 //! `fetch_add` for the draw and one for the counter. Nothing allocates, and
 //! nothing here needs `std`.
 //!
@@ -508,7 +512,7 @@ impl<C, O> Injector<C, O> {
 
     /// The value an error or outcome fault returns in place of the call's.
     #[inline]
-    fn made(&self, fault: Fault) -> Option<O> {
+    pub(crate) fn made(&self, fault: Fault) -> Option<O> {
         let make = match fault {
             Fault::Error => self.config.error,
             Fault::Outcome => self.config.outcome,
@@ -516,6 +520,14 @@ impl<C, O> Injector<C, O> {
         };
         // A rate above zero comes with its maker (the builder sets both).
         make.map(|m| m())
+    }
+}
+
+impl<C, O> Injector<C, O> {
+    /// The configured latency of a [`Fault::Latency`].
+    #[inline]
+    pub(crate) fn latency(&self) -> core::time::Duration {
+        self.config.latency
     }
 }
 

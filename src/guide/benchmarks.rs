@@ -1065,55 +1065,77 @@
 //! `chaos::Injector` (feature `chaos`) costs when it injects
 //! nothing — disabled (one relaxed load), and enabled with every rate 0 (a
 //! draw of the sequence and the `passed` counter: two `fetch_add`s) —
-//! around a `Policy<&ManualClock>` call that answers at once (the call the
+//! in a `Policy<&ManualClock>` call that answers at once (the call the
 //! injector sits in, in a test or a game day; bulkhead, breaker and
-//! deadline, no network), beside the same call without it; and around a
-//! bare ready future, for the wrapper's own nanoseconds. Futures are
+//! deadline, no network), beside the same call without it. Two ways in:
+//! `policy.call(|| chaos.inject(ready))`, a wrapper future around the
+//! call's, and `policy.call_injected(&chaos, ready)`, where the policy
+//! draws as it starts the call and polls the call's own future. And around
+//! a bare ready future, for the wrapper's own nanoseconds. Futures are
 //! polled once with a no-op waker. On the shared 2-core machine, load
-//! average 7.4–7.8 (other builds running):
+//! average 4.2 (two other sessions building and benching):
 //!
 //! | group | call | criterion median |
 //! |---|---|---|
-//! | `chaos/policy-call` | `call(ready)` | 53.7 ns |
-//! | | `call(‖ disabled.inject(ready))` | 61.8 ns |
-//! | | `call(‖ rate0.inject(ready))` | 82.3 ns |
-//! | `chaos/bare-future` | `ready` | 0.67 ns |
-//! | | `disabled.inject(ready)` | 3.31 ns |
-//! | | `rate0.inject(ready)` | 26.1 ns |
+//! | `chaos/policy-call` | `call(ready)` | 37.2 ns |
+//! | | `call(‖ disabled.inject(ready))` | 39.3 ns |
+//! | | `call(‖ rate0.inject(ready))` | 54.5 ns |
+//! | | `call_injected(&disabled, ready)` | 36.8 ns |
+//! | | `call_injected(&rate0, ready)` | 52.7 ns |
+//! | `chaos/bare-future` | `ready` | 0.43 ns |
+//! | | `disabled.inject(ready)` | 3.54 ns |
+//! | | `rate0.inject(ready)` | 16.9 ns |
 //!
 //! Criterion times one benchmark after another, and on this machine the
-//! load drifts between them (the same `call(ready)` read from 28 to 74 ns in
-//! nine runs). The ratio comes from the bench's paired rounds
+//! load drifts between them (the same `call(ready)` has read from 25 to 74
+//! ns across runs). The ratios come from the bench's paired rounds
 //! instead — 201 rounds of 10 000 calls of each way, in a rotating order,
-//! each round short enough to run whole between two preemptions:
+//! each round short enough to run whole between two preemptions. The same
+//! run:
 //!
 //! | call | ns per call, median | minimum | ratio to `call`, median of rounds |
 //! |---|---|---|---|
-//! | `call(ready)` | 28.6 | 27.3 | 1 |
-//! | `call(‖ disabled.inject(ready))` | 31.7 | 30.1 | **1.108** |
-//! | `call(‖ rate0.inject(ready))` | 42.9 | 41.2 | 1.500 |
+//! | `call(ready)` | 23.6 | 23.6 | 1 |
+//! | `call(‖ disabled.inject(ready))` | 25.8 | 25.8 | 1.094 |
+//! | `call(‖ rate0.inject(ready))` | 35.5 | 34.8 | 1.479 |
+//! | `call_injected(&disabled, ready)` | 24.6 | 24.3 | **1.038** |
+//! | `call_injected(&rate0, ready)` | 34.0 | 33.6 | 1.426 |
 //!
-//! Three more runs of the paired rounds: 1.109, 1.110 and 1.104 disabled;
-//! 1.51 enabled at rate 0.
+//! Two more runs of the paired rounds: `call_injected` disabled 1.036 and
+//! 1.036, `inject` disabled 1.094 and 1.093. A build with every function
+//! and branch target aligned to 64/32 bytes (`RUSTFLAGS="-C
+//! llvm-args=-align-all-functions=6 -C
+//! llvm-args=-align-all-nofallthru-blocks=5"`, so that no way gains or
+//! loses by where its loop happens to fall), three runs: 1.031–1.032 and
+//! 1.094–1.095. Counted by callgrind (`CHAOS_WAY=k valgrind
+//! --tool=callgrind` on the bench binary runs one way 100 000 times), a
+//! disabled injector adds 29 instructions to a policy call of about 270
+//! through `call_injected`, and 53 through `inject`.
 //!
 //! How to read it:
 //!
-//! - **Disabled, the injector costs about 3 ns a call: 1.10× a policy call
-//!   that does nothing else, above the 1.05× aimed for.** Where it goes,
-//!   from variants of the bench (not kept): the flag's load and the
-//!   closure's capture of the injector, 1.02×; the room the call's future
-//!   keeps for a latency's sleep (24 bytes on `ManualClock`), 0.015×; the
-//!   rest is the wrapper future itself being built, moved and dropped
-//!   inside the policy's future — polling it costs nothing measurable
-//!   (its poll cut to the pass-through alone read the same 1.105×).
-//! - Against any call that leaves the process it is noise: the plain
+//! - **Disabled, `call_injected` costs 1.03–1.04× a policy call that does
+//!   nothing else (about 1 ns): within the 1.05× aimed for.** The policy
+//!   polls the call's own future; what is added is the flag's load and its
+//!   branch, and the starter's few bytes (the injector's address, a stage)
+//!   in the policy's future. An injected latency sleeps in the policy's
+//!   slot-wait sleep, idle once the call starts, so the future keeps no
+//!   room for a sleep of its own.
+//! - **Through `inject`, a wrapper future, 1.09× (about 2 ns).** The
+//!   wrapper is built, moved and dropped inside the policy's future, and
+//!   keeps room for a latency's sleep: 40 bytes more in the policy's
+//!   future on `ManualClock`. Its pass path is one compare on the first
+//!   poll (the faulted paths are out of line: 1.10× before). `inject`
+//!   is the form for any future (retried, hedged, or no policy at all).
+//! - Against any call that leaves the process either is noise: the plain
 //!   loopback HTTP round trip of [deadlines across the
-//!   wire](#deadlines-across-the-wire) is 45 µs, 15 000 times the 3 ns.
+//!   wire](#deadlines-across-the-wire) is 45 µs, 15 000 times the 2 ns.
 //!   Leave an injector in a build disabled, and turn it on for a game day.
 //! - Enabled at rate 0, each call takes its draw and is counted: two
-//!   atomic read-modify-writes, about 11 ns here, 1.5× the bare policy
-//!   call. That is the price of every call's being counted and replayable
-//!   while the injector is on.
+//!   atomic read-modify-writes, about 10 ns here, 1.43× the bare policy
+//!   call through `call_injected` (1.48× through `inject`). That is the
+//!   price of every call's being counted and replayable while the injector
+//!   is on.
 //!
 //! # Stale-if-error cache
 //!

@@ -29,8 +29,12 @@
 //! | a system that never answers | [`hang(rate)`](crate::chaos::ChaosConfigBuilder::hang) | nothing: its deadline must cut it |
 //!
 //! Put the injector innermost, where the system would be:
-//! `policy.call(|| chaos.inject(system_call()))`, or, in a tower stack,
-//! `ChaosLayer` right above the service it stands for (`tower` feature).
+//! `policy.call_injected(&chaos, || system_call())` — the policy draws
+//! where the call starts, once a slot and the breaker's permit are had, and
+//! no future wraps the call's —, `policy.call(|| chaos.inject(system_call()))`
+//! around any future (the form for retried and hedged calls), or, in a
+//! tower stack, `ChaosLayer` right above the service it stands for (`tower`
+//! feature).
 //! Assert on what the policy did (its errors, its breaker's state, its
 //! bulkhead's free slots) and on the injector's
 //! [`metrics`](crate::chaos::Injector::metrics) (faults injected by kind,
@@ -91,7 +95,7 @@
 //!         &clock,
 //!     );
 //!     for i in 0..100 {
-//!         let r = block_on(pricing.call(|| chaos.inject(async { Ok::<u32, &str>(42) })));
+//!         let r = block_on(pricing.call_injected(&chaos, || async { Ok::<u32, &str>(42) }));
 //!         if let Err(e) = r {
 //!             if let ErrorKind::CircuitOpen(_) = e.kind() {
 //!                 assert_eq!(pricing.breaker().state(), State::Open);
@@ -149,7 +153,7 @@
 //! let mut timed_out = 0;
 //! for _ in 0..50 {
 //!     let start = clock.now();
-//!     let r = drive(&clock, inventory.call(|| chaos.inject(async { Ok::<u32, &str>(3) })));
+//!     let r = drive(&clock, inventory.call_injected(&chaos, || async { Ok::<u32, &str>(3) }));
 //!     assert!(clock.now() - start <= Duration::from_millis(200));
 //!     match r {
 //!         Ok(n) => assert_eq!(n, 3),
@@ -237,7 +241,7 @@
 //! );
 //! chaos.disable();
 //! for _ in 0..100 {
-//!     let r = block_on(pricing.call(|| chaos.inject(async { Ok::<u32, &str>(42) })));
+//!     let r = block_on(pricing.call_injected(&chaos, || async { Ok::<u32, &str>(42) }));
 //!     assert_eq!(r.unwrap(), 42);
 //! }
 //! assert_eq!(chaos.metrics().total_injected() + chaos.metrics().passed, 0);

@@ -61,12 +61,25 @@ mod sealed {
         #[doc(hidden)]
         type Future: Future;
         /// `Ready(Ok(future))` once the call is made; `Ready(Err(output))`
-        /// when starting it already failed (a service's readiness error).
+        /// when starting it already failed (a service's readiness error,
+        /// an injected fault). `spare`: the policy's clock and a sleep it
+        /// no longer needs, for a start that must wait (an injected
+        /// latency).
         #[doc(hidden)]
-        fn poll_dispatch(
+        fn poll_dispatch<T: Timer>(
             &mut self,
+            spare: Spare<'_, T>,
             cx: &mut Context<'_>,
         ) -> Poll<Result<Self::Future, <Self::Future as Future>::Output>>;
+    }
+
+    /// The policy's clock and its slot wait's sleep, idle once the call
+    /// starts: lent to [`Dispatch::poll_dispatch`], so that a start that
+    /// waits (an injected latency) needs no sleep of its own in the future.
+    #[allow(missing_debug_implementations)]
+    pub struct Spare<'a, T: Timer> {
+        pub(crate) clock: &'a T,
+        pub(crate) sleep: core::pin::Pin<&'a mut Option<T::Sleep>>,
     }
 
     /// A [`Dispatch`] that can start the next attempt of a retried call:
@@ -77,7 +90,7 @@ mod sealed {
         fn take_back(&mut self) -> Self;
     }
 }
-pub(crate) use sealed::{Dispatch, Handle, Parts, Redispatch};
+pub(crate) use sealed::{Dispatch, Handle, Parts, Redispatch, Spare};
 
 impl<C: Timer, const N: usize, W: WindowStorage, B: Clock> Handle for &Policy<C, N, W, B> {
     type Clock = C;
@@ -139,7 +152,12 @@ pub struct Make<F>(pub(super) Option<F>);
 
 impl<F: FnOnce() -> Fut, Fut: Future> Dispatch for Make<F> {
     type Future = Fut;
-    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
+    #[inline]
+    fn poll_dispatch<T: Timer>(
+        &mut self,
+        _: Spare<'_, T>,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<Fut, Fut::Output>> {
         let make = self.0.take().expect("a call is made once");
         Poll::Ready(Ok(make()))
     }
@@ -580,11 +598,16 @@ where
     D::Future: Future<Output = Result<T, E>>,
     K: Classify<T, E>,
 {
-    let breaker = this.slot.policy.parts().breaker;
+    let Parts { breaker, clock, .. } = this.slot.policy.parts();
     let (dispatch, fut) = (&mut *this.dispatch, this.fut.as_mut());
+    // The slot wait is over: its sleep is the start's to use.
+    let spare = Spare {
+        clock,
+        sleep: this.slot_sleep.as_mut(),
+    };
     let polled = ready!(this
         .admission
-        .poll_with(breaker, admitted, || poll_call(dispatch, fut, cx)));
+        .poll_with(breaker, admitted, || poll_call(dispatch, spare, fut, cx)));
     this.fut.set(None);
     this.sleep.set(None);
     Poll::Ready(polled)
@@ -635,13 +658,14 @@ fn slot_refusal<E>(e: AcquireError) -> ErrorKind<E> {
 }
 
 /// Starts the call if it is not started yet, and polls it.
-fn poll_call<D: Dispatch>(
+fn poll_call<D: Dispatch, T: Timer>(
     dispatch: &mut D,
+    spare: Spare<'_, T>,
     mut fut: Pin<&mut Option<D::Future>>,
     cx: &mut Context<'_>,
 ) -> Poll<OutputOf<D>> {
     if fut.is_none() {
-        match core::task::ready!(dispatch.poll_dispatch(cx)) {
+        match core::task::ready!(dispatch.poll_dispatch(spare, cx)) {
             Ok(started) => fut.set(Some(started)),
             Err(output) => return Poll::Ready(output),
         }

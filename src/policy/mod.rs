@@ -38,6 +38,8 @@ use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::throttle::AdaptiveThrottle;
 
 mod call;
+#[cfg(feature = "chaos")]
+mod chaos;
 mod config;
 mod error;
 mod hedge;
@@ -45,8 +47,11 @@ mod retry;
 
 // For the tower services, which start and judge calls their own way.
 #[cfg(feature = "tower")]
-pub(crate) use call::{Dispatch, Redispatch};
+pub(crate) use call::{Dispatch, Redispatch, Spare};
 pub use call::{Make, PolicyCall};
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub use chaos::Injected;
 pub use config::{
     PolicyConfig, PolicyConfigBuilder, PolicyConfigError, PolicyField, LONGEST_USUAL_MAX_WAIT,
 };

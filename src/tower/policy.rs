@@ -355,7 +355,8 @@ pub(super) mod dispatch {
 
     use tower_service::Service;
 
-    use crate::policy::{Dispatch, Redispatch};
+    use crate::clock::Timer;
+    use crate::policy::{Dispatch, Redispatch, Spare};
 
     /// The inner service and the request: readied and called once the
     /// policy lets the call through.
@@ -367,8 +368,9 @@ pub(super) mod dispatch {
 
     impl<S: Service<Req>, Req> Dispatch for ServiceCall<S, Req> {
         type Future = S::Future;
-        fn poll_dispatch(
+        fn poll_dispatch<T: Timer>(
             &mut self,
+            _: Spare<'_, T>,
             cx: &mut Context<'_>,
         ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
             let svc = self
@@ -398,8 +400,9 @@ pub(super) mod dispatch {
 
     impl<S: Service<Req>, Req: Clone> Dispatch for ServiceRetry<S, Req> {
         type Future = S::Future;
-        fn poll_dispatch(
+        fn poll_dispatch<T: Timer>(
             &mut self,
+            _: Spare<'_, T>,
             cx: &mut Context<'_>,
         ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
             let svc = self
