@@ -78,7 +78,10 @@ mod sealed {
     /// waits (an injected latency) needs no sleep of its own in the future.
     #[allow(missing_debug_implementations)]
     pub struct Spare<'a, T: Timer> {
+        // Read only by the injected start (feature `chaos`).
+        #[cfg_attr(not(feature = "chaos"), allow(dead_code))]
         pub(crate) clock: &'a T,
+        #[cfg_attr(not(feature = "chaos"), allow(dead_code))]
         pub(crate) sleep: core::pin::Pin<&'a mut Option<T::Sleep>>,
     }
 
