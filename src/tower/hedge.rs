@@ -10,6 +10,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::classify::{Classify, ErrIsFailure};
+use super::policy::dispatch::ready_and_call;
 use crate::breaker::{Inline, WindowStorage};
 use crate::clock::{Clock, Timer};
 use crate::hedge::Hedge;
@@ -325,18 +326,15 @@ impl<S: Service<Req>, Req: Clone> Dispatch for ServiceHedge<S, Req> {
             .service
             .as_mut()
             .expect("an attempt holds the service until it calls it");
-        match svc.poll_ready(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
-            Poll::Ready(Ok(())) => {
-                let req = self
-                    .req
-                    .as_ref()
-                    .expect("an attempt holds the request until it calls");
-                self.called = true;
-                Poll::Ready(Ok(svc.call(req.clone())))
-            }
-        }
+        let req = self
+            .req
+            .as_ref()
+            .expect("an attempt holds the request until it calls");
+        let called = &mut self.called;
+        ready_and_call(svc, cx, || {
+            *called = true;
+            req.clone()
+        })
     }
 }
 

@@ -377,16 +377,35 @@ pub(super) mod dispatch {
                 .service
                 .as_mut()
                 .expect("the service is kept until called");
-            match svc.poll_ready(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
-                Poll::Ready(Ok(())) => {
-                    let req = self.req.take().expect("the request is sent once");
-                    let fut = svc.call(req);
-                    self.service = None;
-                    Poll::Ready(Ok(fut))
-                }
+            let req = &mut self.req;
+            let started = ready_and_call(svc, cx, || req.take().expect("the request is sent once"));
+            if let Poll::Ready(Ok(_)) = started {
+                self.service = None;
             }
+            started
+        }
+    }
+
+    /// A service call started (its future), or its output already (a
+    /// readiness error).
+    pub(in crate::tower) type Started<S, Req> = Result<
+        <S as Service<Req>>::Future,
+        Result<<S as Service<Req>>::Response, <S as Service<Req>>::Error>,
+    >;
+
+    /// Readies `service` and calls it with the request `req` gives, once
+    /// ready: a readiness error is the call's output (the policy judges it
+    /// as the call's error). The start of every service-backed call.
+    #[inline]
+    pub(in crate::tower) fn ready_and_call<S: Service<Req>, Req>(
+        service: &mut S,
+        cx: &mut Context<'_>,
+        req: impl FnOnce() -> Req,
+    ) -> Poll<Started<S, Req>> {
+        match service.poll_ready(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(service.call(req()))),
         }
     }
 
@@ -409,17 +428,11 @@ pub(super) mod dispatch {
                 .service
                 .as_mut()
                 .expect("the service is back before each attempt");
-            match svc.poll_ready(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Err(e)) => Poll::Ready(Err(Err(e))),
-                Poll::Ready(Ok(())) => {
-                    let req = self
-                        .req
-                        .as_ref()
-                        .expect("the request is back before each attempt");
-                    Poll::Ready(Ok(svc.call(req.clone())))
-                }
-            }
+            let req = self
+                .req
+                .as_ref()
+                .expect("the request is back before each attempt");
+            ready_and_call(svc, cx, || req.clone())
         }
     }
 
