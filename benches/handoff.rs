@@ -34,8 +34,8 @@
 //! includes one handshake each way); `above the floor`, that less the
 //! floor's in the same round; `enqueue`, the waiter's first poll (it
 //! queues); `release+wake`, the releaser's drop of its permit (the hand-off
-//! and the wake); `finish`, the waiter's second poll (it finds the permit)
-//! and the drop of that permit; `retake`, the releaser's `try_acquire`
+//! and the wake); `woken poll`, the waiter's second poll (it finds the
+//! permit); `drop`, the waiter's drop of that permit; `retake`, the releaser's `try_acquire`
 //! taking it back (outside the latency).
 //!
 //! Run:
@@ -146,8 +146,10 @@ struct Sample {
     enqueue: f64,
     /// The releaser's drop of its permit: the hand-off itself and the wake.
     release: f64,
-    /// The waiter's second poll (it finds the permit) and its drop.
+    /// The waiter's second poll (it finds the permit).
     finish: f64,
+    /// The waiter's drop of that permit (the queue is empty by then).
+    drop: f64,
     /// The releaser's `try_acquire` that takes the permit back.
     retake: f64,
 }
@@ -212,6 +214,7 @@ where
     let mut latency = Vec::with_capacity(n as usize);
     let mut enqueue = Vec::with_capacity(n as usize);
     let mut finish = Vec::with_capacity(n as usize);
+    let mut dropped = Vec::with_capacity(n as usize);
     start.wait();
     for i in 1..=n {
         spin_until(|| retaken.load(Ordering::Acquire) == i - 1);
@@ -229,12 +232,14 @@ where
         let Poll::Ready(permit) = fut.as_mut().poll(&mut cx) else {
             panic!("woken without the permit");
         };
-        drop(permit);
         let t3 = ticks();
+        drop(permit);
+        let t4 = ticks();
         returned.store(i, Ordering::Release);
-        latency.push(t3 - t0);
+        latency.push(t4 - t0);
         enqueue.push(t1 - t0);
         finish.push(t3 - t2);
+        dropped.push(t4 - t3);
     }
     let (release, retake) = releaser.join().expect("releaser panicked");
     Sample {
@@ -242,6 +247,7 @@ where
         enqueue: median(&mut enqueue),
         release,
         finish: median(&mut finish),
+        drop: median(&mut dropped),
         retake,
     }
 }
@@ -423,14 +429,15 @@ fn main() {
          round's median [quartiles over rounds], ns"
     );
     println!(
-        "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17}",
+        "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17} {:>17}",
         "peer",
         "latency",
         "above the floor",
         "above, / watertight",
         "enqueue",
         "release+wake",
-        "finish",
+        "woken poll",
+        "drop",
         "retake"
     );
     for (i, p) in peers.iter().enumerate() {
@@ -447,7 +454,7 @@ fn main() {
             (spread(above(i), k, 0), ratio)
         };
         println!(
-            "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17}",
+            "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17} {:>17}",
             p.name,
             spread(field(i, |s| s.latency), k, 0),
             above_s,
@@ -455,6 +462,7 @@ fn main() {
             spread(field(i, |s| s.enqueue), k, 0),
             spread(field(i, |s| s.release), k, 0),
             spread(field(i, |s| s.finish), k, 0),
+            spread(field(i, |s| s.drop), k, 0),
             spread(field(i, |s| s.retake), k, 0),
         );
     }
