@@ -32,7 +32,10 @@
 //! The columns: `latency`, the hand-off as the waiter sees it, from its
 //! first poll to the end of the drop of the permit it was handed (it
 //! includes one handshake each way); `above the floor`, that less the
-//! floor's in the same round; `enqueue`, the waiter's first poll (it
+//! floor's in the same round; `above, / watertight`, the peer's figure
+//! over ours, round by round; `- watertight`, the peer's latency less ours
+//! in the same round (the steadiest of the comparisons: two peers doing the
+//! same work, back to back); `enqueue`, the waiter's first poll (it
 //! queues); `release+wake`, the releaser's drop of its permit (the hand-off
 //! and the wake); `woken poll`, the waiter's second poll (it finds the
 //! permit); `drop`, the waiter's drop of that permit; `retake`, the releaser's `try_acquire`
@@ -44,8 +47,9 @@
 //! cargo bench --bench handoff
 //! ```
 //!
-//! (about 30 seconds: 41 rounds of 20 000 hand-offs per peer, after one
-//! round of warm-up.) `HANDOFF_ROUNDS` and `HANDOFF_ITERS` change both;
+//! (about 45 seconds: 101 rounds of 5 000 hand-offs per peer, after one
+//! round of warm-up; short rounds, so that a round's peers see the machine
+//! in the same state.) `HANDOFF_ROUNDS` and `HANDOFF_ITERS` change both;
 //! `HANDOFF_PEERS=floor,watertight,maitake-sync` measures only those (the
 //! floor always runs). Under `cargo test` it runs a few short rounds, to
 //! check that it works.
@@ -383,7 +387,7 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     pin(0);
     let (rounds, iters) = if bench {
-        (env("HANDOFF_ROUNDS", 41), env("HANDOFF_ITERS", 20_000))
+        (env("HANDOFF_ROUNDS", 101), env("HANDOFF_ITERS", 5_000))
     } else {
         (3, 200)
     };
@@ -416,6 +420,13 @@ fn main() {
     let floor = samples[0].clone();
     let field =
         |i: usize, f: fn(&Sample) -> f64| -> Vec<f64> { samples[i].iter().map(f).collect() };
+    let minus_ours = |i: usize, o: usize| -> Vec<f64> {
+        samples[i]
+            .iter()
+            .zip(&samples[o])
+            .map(|(s, w)| s.latency - w.latency)
+            .collect()
+    };
     let above = |i: usize| -> Vec<f64> {
         samples[i]
             .iter()
@@ -429,11 +440,12 @@ fn main() {
          round's median [quartiles over rounds], ns"
     );
     println!(
-        "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17} {:>17}",
+        "{:<13} {:>19} {:>17} {:>21} {:>19} {:>17} {:>17} {:>17} {:>17} {:>17}",
         "peer",
         "latency",
         "above the floor",
         "above, / watertight",
+        "- watertight",
         "enqueue",
         "release+wake",
         "woken poll",
@@ -441,6 +453,10 @@ fn main() {
         "retake"
     );
     for (i, p) in peers.iter().enumerate() {
+        let diff = match ours {
+            Some(o) if o != i => spread(minus_ours(i, o), k, 0),
+            _ => "-".to_owned(),
+        };
         let (above_s, ratio) = if i == 0 {
             ("-".to_owned(), "-".to_owned())
         } else {
@@ -454,11 +470,12 @@ fn main() {
             (spread(above(i), k, 0), ratio)
         };
         println!(
-            "{:<13} {:>19} {:>17} {:>21} {:>17} {:>17} {:>17} {:>17} {:>17}",
+            "{:<13} {:>19} {:>17} {:>21} {:>19} {:>17} {:>17} {:>17} {:>17} {:>17}",
             p.name,
             spread(field(i, |s| s.latency), k, 0),
             above_s,
             ratio,
+            diff,
             spread(field(i, |s| s.enqueue), k, 0),
             spread(field(i, |s| s.release), k, 0),
             spread(field(i, |s| s.finish), k, 0),
