@@ -2,17 +2,18 @@
 //! release on another thread, ours beside tokio's, async-lock's and
 //! maitake-sync's semaphores and the floor, in paired rounds.
 //!
-//! The cell is the one `benches/bulkhead.rs` times with criterion
-//! (`handoff/2-threads/P=1`): the releaser holds the one permit; each
-//! hand-off the waiter polls a fresh `acquire` once (it queues), says so and
-//! spins on its waker's flag; the releaser, on the other core, drops the
-//! permit; the waiter polls again, takes the permit and gives it back, and
-//! the releaser takes it again with `try_acquire`. The floor does the same
-//! with no permits at all (a waker left under a lock and taken out and woken
-//! by the releaser): what remains above it is the peer's own hand-off.
+//! The cell (every peer with owned permits, one permit in all): the
+//! releaser holds the one permit; each hand-off the waiter polls a fresh
+//! `acquire` once (it queues), says so and spins on its waker's flag; the
+//! releaser, on the other core, drops the permit; the waiter polls again,
+//! takes the permit and gives it back, and the releaser takes it again with
+//! `try_acquire`. The floor does the same with no permits at all (a waker
+//! left under a lock and taken out and woken by the releaser): what remains
+//! above it is the peer's own hand-off.
 //!
-//! On a shared 2-core virtual machine one criterion run of that cell moved
-//! by ±50 ns from run to run, as much as the gaps it was meant to show
+//! On a shared 2-core virtual machine a criterion run of this cell (it was
+//! `benches/bulkhead.rs`'s `handoff/2-threads/P=1` group) moved by ±50 ns
+//! from run to run, as much as the gaps it was meant to show
 //! (criterion's figure is a mean over thousands of hand-offs, and one
 //! preemption among them moves it). Here:
 //!
@@ -38,8 +39,8 @@
 //! same work, back to back); `enqueue`, the waiter's first poll (it
 //! queues); `release+wake`, the releaser's drop of its permit (the hand-off
 //! and the wake); `woken poll`, the waiter's second poll (it finds the
-//! permit); `drop`, the waiter's drop of that permit; `retake`, the releaser's `try_acquire`
-//! taking it back (outside the latency).
+//! permit); `drop`, the waiter's drop of that permit; `retake`, the
+//! releaser's `try_acquire` taking it back (outside the latency).
 //!
 //! Run:
 //!
@@ -47,11 +48,13 @@
 //! cargo bench --bench handoff
 //! ```
 //!
-//! (about 45 seconds: 101 rounds of 5 000 hand-offs per peer, after one
+//! (under half a minute: 101 rounds of 5 000 hand-offs per peer, after one
 //! round of warm-up; short rounds, so that a round's peers see the machine
-//! in the same state.) `HANDOFF_ROUNDS` and `HANDOFF_ITERS` change both;
-//! `HANDOFF_PEERS=floor,watertight,maitake-sync` measures only those (the
-//! floor always runs). Under `cargo test` it runs a few short rounds, to
+//! in the same state.) The tables and what they show are in
+//! `watertight::guide::benchmarks` (the hand-off). `HANDOFF_ROUNDS` and
+//! `HANDOFF_ITERS` change both; `HANDOFF_PEERS=watertight,maitake-sync`
+//! measures only those (the floor always runs); `HANDOFF_NO_PIN=1` leaves
+//! the threads unpinned. Under `cargo test` it runs a few short rounds, to
 //! check that it works.
 
 use std::future::Future;
