@@ -213,36 +213,35 @@
 //! | + one more waker `clone` on enqueue | −19 ns | enqueue +16 ns |
 //! | + a wake-up batch of 1 instead of 8 | −5 ns | nothing |
 //!
-//! The cost was not where it was looked for. A release on the other
-//! core writes the waiting future's node (its state, links and waker) and
-//! the woken waiter then reads it and writes beside it; with the node
-//! sharing a cache line with the rest of the future or the task (or
-//! straddling two), the woken poll paid a second line transfer, about
-//! 75 ns. `Waiter` is now aligned to 64 B (its size anyway; not on
-//! microcontrollers, which have no caches to share), which costs the
-//! acquire futures size (`Acquire` 72 → 128 B, `AcquireUntil` on a
-//! `&ManualClock` 104 → 128 B). The lock (with `std`,
-//! `std::sync::Mutex`: a compare-and-swap to take, a swap to release) costs
-//! about 5 ns against a spin lock: not worth a lock that spins while its
-//! holder is preempted, so `std` keeps its mutex (the 127 ns an earlier
-//! spin-lock build measured was inside the 127–198 ns our `std` build
-//! measured across runs with criterion). The read-modify-writes per hand-off:
-//! the waiter's first poll does four (the lock, the waker's clone, the
-//! compare-and-swap that sets the queued flag, the unlock), the release
-//! five (the add that finds the flag, the lock, the compare-and-swap that
-//! takes the permit for the waiter and clears the flag, the unlock, and the
-//! waker's drop in `wake`); handing the permit straight into the node
-//! instead of through the word saves one, 15 ns of the release's own time,
-//! but the waiter's latency did not move beyond the noise, so the protocol
-//! stays as loom checked it. The waker is cloned once per wait (about
-//! 15 ns; a re-poll keeps it if `will_wake`) and woken after the lock is
-//! released, one wake-up per permit handed on. What still differs from
-//! maitake-sync is where each pays one transfer: its release never touches
-//! its permit counter while anyone waits, so the woken waiter's later drop
-//! of the permit is local (39 ns against our 103 ns, whose add pulls back
-//! the state word the release last wrote), but its woken poll takes the
-//! queue's lock again (189 ns against our 113 ns). Ours keeps a release
-//! with nobody queued at one atomic add and no lock.
+//! The cost was not where it was looked for. A release on the other core writes
+//! the waiting future's node (its state, links and waker) and the woken waiter
+//! then reads it and writes beside it; with the node sharing a cache line with
+//! the rest of the future or the task (or straddling two), the woken poll paid
+//! a second line transfer, about 75 ns. `Waiter` is now aligned to 64 B (its
+//! size anyway; not on microcontrollers, which have no caches to share), which
+//! costs the acquire futures size (`Acquire` 72 → 128 B, `AcquireUntil` on a
+//! `&ManualClock` 104 → 128 B). The lock (with `std`, `std::sync::Mutex`: a
+//! compare-and-swap to take, a swap to release) costs about 5 ns against a spin
+//! lock (the ablation's yielded its core after 100 spins): not worth a lock
+//! whose waiters spin or yield in a loop, instead of sleeping, while its holder
+//! is preempted, so `std` keeps its mutex (the 127 ns an earlier spin-lock
+//! build measured was inside the 127–198 ns our `std` build measured across
+//! runs with criterion). The read-modify-writes per hand-off: the waiter's
+//! first poll does four (the lock, the waker's clone, the compare-and-swap that
+//! sets the queued flag, the unlock), the release five (the add that finds the
+//! flag, the lock, the compare-and-swap that takes the permit for the waiter
+//! and clears the flag, the unlock, and the waker's drop in `wake`); handing
+//! the permit straight into the node instead of through the word saves one, 15
+//! ns of the release's own time, but the waiter's latency did not move beyond
+//! the noise, so the protocol stays as loom checked it. The waker is cloned
+//! once per wait (about 15 ns; a re-poll keeps it if `will_wake`) and woken
+//! after the lock is released, one wake-up per permit handed on. What still
+//! differs from maitake-sync is where each pays one transfer: its release never
+//! touches its permit counter while anyone waits, so the woken waiter's later
+//! drop of the permit is local (39 ns against our 103 ns, whose add pulls back
+//! the state word the release last wrote), but its woken poll takes the queue's
+//! lock again (189 ns against our 113 ns). Ours keeps a release with nobody
+//! queued at one atomic add and no lock.
 //!
 //! # Circuit breaker
 //!
