@@ -189,10 +189,13 @@
 //! to round). Over 21 more runs of ours and maitake-sync alone
 //! (`HANDOFF_PEERS=watertight,maitake-sync`), maitake-sync's latency less
 //! ours had a median of +2 ns (per run −58 to +16 ns; ours the faster in 11
-//! of the 21). Before the node had a cache line of its own (the same
-//! harness, five runs), ours was 238–360 ns above the floor and
-//! maitake-sync 0.63–0.79× ours (−48 to −97 ns), tokio and async-lock about
-//! 1.0×.
+//! of the 21). Eight later runs of the final build, all peers, on a less
+//! loaded machine: maitake-sync's latency less ours −8 to +14 ns (median
+//! +3), maitake-sync 0.95–1.08× ours above the floor, tokio 1.34–1.64×,
+//! async-lock 0.99–1.97×, ours 157–266 ns above the floor. Before the node
+//! had a cache line of its own (the same harness, five runs), ours was
+//! 238–360 ns above the floor and maitake-sync 0.63–0.79× ours (−48 to
+//! −97 ns), tokio and async-lock about 1.0×.
 //!
 //! So the hand-off is now level with maitake-sync's (−3 ns in the run
 //! above, a median of +2 ns over 21 runs of the two alone, but ours the
