@@ -12,7 +12,10 @@
 //! | `uncontended/acquire.await+drop/block_on` | a free `acquire().await` + drop, a loop of pairs in one `futures_lite::future::block_on` |
 //! | `uncontended/acquire.await+drop/tokio-current-thread` | the same in one tokio current-thread `block_on` |
 //! | `contended/{yield,spin}/M=../P=..` | M tasks on a 2-worker tokio runtime, P permits, each task loops acquire → hold → release; hold = `yield_now().await` or 16 `black_box` adds |
-//! | `handoff/2-threads/P=1` | ns per hand-off: a queued `acquire` woken by a release on another thread (two OS threads spinning, no parking; peers: tokio, async-lock, maitake-sync) |
+//!
+//! The hand-off (a queued `acquire` woken by a release on another thread)
+//! has a bench of its own, `benches/handoff.rs`: criterion's mean over
+//! thousands of hand-offs moved by ±50 ns between runs there.
 //!
 //! After the criterion groups a fairness probe runs (not a criterion timing):
 //! 16 tasks share 1 permit on the 2-worker runtime, each loops acquire →
@@ -300,214 +303,6 @@ async fn lock_task(s: Arc<async_lock::Semaphore>, k: u64, hold: Hold) {
         hold.run().await;
         drop(permit);
     }
-}
-
-/// Spins until `done`, yielding the core after a while so that a loaded
-/// machine does not turn a handshake into a time slice.
-#[inline]
-fn spin_until(mut done: impl FnMut() -> bool) {
-    let mut spins = 0u32;
-    while !done() {
-        spins += 1;
-        if spins < 10_000 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// A waker that sets a flag, for the hand-off cell's spinning waiter.
-struct Flag(std::sync::atomic::AtomicBool);
-
-impl std::task::Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::Release);
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// One hand-off measurement: `rounds` hand-offs between two OS threads,
-/// ns per hand-off. The releaser holds the one permit; each round the
-/// waiter polls a fresh `acquire` once (it queues), says so, and spins on
-/// its waker's flag; the releaser, on the other core, drops the permit (the
-/// hand-off: a queued wait woken by a release on another thread); the
-/// waiter polls again, takes the permit and gives it back, and the releaser
-/// takes it again with `try_acquire`. No thread parks, so no OS wake-up is
-/// timed, only the peers' own paths (plus the two threads' handshakes,
-/// the same for every peer).
-fn handoff_run<S, P, Fut>(
-    sem: Arc<S>,
-    rounds: u64,
-    acquire: fn(&Arc<S>) -> Fut,
-    try_acquire: fn(&Arc<S>) -> Option<P>,
-) -> Duration
-where
-    S: Send + Sync + 'static,
-    P: Send + 'static,
-    Fut: Future,
-{
-    use std::sync::atomic::AtomicU64;
-    let queued = Arc::new(AtomicU64::new(0));
-    let returned = Arc::new(AtomicU64::new(0));
-    let retaken = Arc::new(AtomicU64::new(0));
-    let start = Arc::new(std::sync::Barrier::new(2));
-    let held = try_acquire(&sem).expect("the one permit");
-    let releaser = {
-        let (sem, queued, returned, retaken, start) = (
-            Arc::clone(&sem),
-            Arc::clone(&queued),
-            Arc::clone(&returned),
-            Arc::clone(&retaken),
-            Arc::clone(&start),
-        );
-        std::thread::spawn(move || {
-            let mut held = Some(held);
-            start.wait();
-            for i in 1..=rounds {
-                spin_until(|| queued.load(Ordering::Acquire) == i);
-                drop(held.take()); // the hand-off
-                spin_until(|| returned.load(Ordering::Acquire) == i);
-                held = try_acquire(&sem);
-                assert!(held.is_some(), "the permit came back");
-                retaken.store(i, Ordering::Release);
-            }
-        })
-    };
-    let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
-    let waker = std::task::Waker::from(Arc::clone(&flag));
-    let mut cx = std::task::Context::from_waker(&waker);
-    start.wait();
-    let t0 = Instant::now();
-    for i in 1..=rounds {
-        spin_until(|| retaken.load(Ordering::Acquire) == i - 1);
-        flag.0.store(false, Ordering::Relaxed);
-        let mut fut = std::pin::pin!(acquire(&sem));
-        assert!(
-            fut.as_mut().poll(&mut cx).is_pending(),
-            "the permit is held"
-        );
-        queued.store(i, Ordering::Release);
-        spin_until(|| flag.0.load(Ordering::Acquire));
-        let std::task::Poll::Ready(permit) = fut.as_mut().poll(&mut cx) else {
-            panic!("woken without the permit");
-        };
-        drop(permit);
-        returned.store(i, Ordering::Release);
-    }
-    let elapsed = t0.elapsed();
-    releaser.join().expect("releaser panicked");
-    elapsed
-}
-
-/// The hand-off cell's floor: no permits at all, only what any hand-off
-/// needs — the waiter leaves its waker under a lock, the releaser takes it
-/// out and wakes it. The same two threads and handshakes as the peers.
-#[derive(Default)]
-struct FloorSlot {
-    waker: std::sync::Mutex<Option<std::task::Waker>>,
-    released: std::sync::atomic::AtomicBool,
-}
-
-/// The floor's "permit": releasing it wakes whoever left a waker.
-struct FloorPermit(Arc<FloorSlot>);
-
-impl Drop for FloorPermit {
-    fn drop(&mut self) {
-        self.0.released.store(true, Ordering::Release);
-        if let Some(w) = self.0.waker.lock().unwrap().take() {
-            w.wake();
-        }
-    }
-}
-
-/// The floor's "acquire": pending once (leaving its waker), ready once the
-/// releaser has run.
-struct FloorAcquire(Arc<FloorSlot>);
-
-impl Future for FloorAcquire {
-    type Output = FloorPermit;
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<FloorPermit> {
-        if self.0.released.swap(false, Ordering::Acquire) {
-            return std::task::Poll::Ready(FloorPermit(Arc::clone(&self.0)));
-        }
-        *self.0.waker.lock().unwrap() = Some(cx.waker().clone());
-        std::task::Poll::Pending
-    }
-}
-
-fn handoff(c: &mut Criterion, args: &Args) {
-    let mut g = c.benchmark_group("handoff/2-threads/P=1");
-    if !args.sample_size {
-        g.sample_size(20);
-    }
-    if !args.warm_up_time {
-        g.warm_up_time(Duration::from_secs(1));
-    }
-    if !args.measurement_time {
-        g.measurement_time(Duration::from_secs(3));
-    }
-    g.bench_function("floor", |b| {
-        b.iter_custom(|iters| {
-            let slot = Arc::new(FloorSlot::default());
-            handoff_run(
-                slot,
-                iters,
-                |s| FloorAcquire(Arc::clone(s)),
-                // The releaser's "permit" is always there to take; the
-                // waiter's drop of its own marks it released for nobody.
-                |s| {
-                    s.released.store(false, Ordering::Relaxed);
-                    Some(FloorPermit(Arc::clone(s)))
-                },
-            )
-        })
-    });
-    g.bench_function("watertight", |b| {
-        b.iter_custom(|iters| {
-            let sem = Arc::new(Bulkhead::new("bench", 1, StdClock));
-            handoff_run(
-                sem,
-                iters,
-                |s| s.acquire_owned(),
-                |s| s.try_acquire_owned().ok(),
-            )
-        })
-    });
-    g.bench_function("tokio", |b| {
-        b.iter_custom(|iters| {
-            let sem = Arc::new(tokio::sync::Semaphore::new(1));
-            handoff_run(
-                sem,
-                iters,
-                |s| Arc::clone(s).acquire_owned(),
-                |s| Arc::clone(s).try_acquire_owned().ok(),
-            )
-        })
-    });
-    g.bench_function("async-lock", |b| {
-        b.iter_custom(|iters| {
-            let sem = Arc::new(async_lock::Semaphore::new(1));
-            handoff_run(sem, iters, |s| s.acquire_arc(), |s| s.try_acquire_arc())
-        })
-    });
-    g.bench_function("maitake-sync", |b| {
-        b.iter_custom(|iters| {
-            let sem = Arc::new(maitake_sync::Semaphore::new(1));
-            handoff_run(
-                sem,
-                iters,
-                |s| s.acquire_owned(1),
-                |s| s.try_acquire_owned(1).ok(),
-            )
-        })
-    });
-    g.finish();
 }
 
 /// The contended groups' sample size, warm-up and measurement time: 10
@@ -842,7 +637,6 @@ fn main() {
     uncontended_try_forms(&mut c);
     uncontended_await(&mut c);
     contended(&mut c, &rt, &args);
-    handoff(&mut c, &args);
     c.final_summary();
 
     let probe = match &args.filter {

@@ -280,39 +280,6 @@ def contended_tables(data: dict) -> list:
     return lines
 
 
-HANDOFF = "handoff/2-threads/P=1"
-HANDOFF_PEERS = ("tokio", "async-lock", "maitake-sync")
-
-
-def handoff_table(data: dict) -> list:
-    g = data.get(HANDOFF)
-    if not g:
-        return []
-    floor = g.get(FLOOR)
-    net = lambda v: None if v is None or floor is None else v - floor
-    ours = g.get(OURS)
-    lines = [
-        "Hand-off: a queued `acquire` woken by a release on another thread (two "
-        "OS threads spinning, no parking); ns per hand-off, and above the floor "
-        "(a waker left under a lock and woken, no permits: the threads' own "
-        "handshakes).",
-        "",
-        "| | floor | watertight | tokio `Semaphore` | async-lock `Semaphore` "
-        "| maitake-sync `Semaphore` |",
-        "|---|---|---|---|---|---|",
-        "| ns per hand-off | "
-        + " | ".join(ns(g.get(k)) for k in (FLOOR, OURS) + HANDOFF_PEERS)
-        + " |",
-        "| above the floor | – | "
-        + " | ".join(ns(net(g.get(k))) for k in (OURS,) + HANDOFF_PEERS)
-        + " |",
-        "| peer ÷ watertight (above the floor) | – | – | "
-        + " | ".join(ratio(net(g.get(k)), net(ours)) for k in HANDOFF_PEERS)
-        + " |",
-    ]
-    return lines
-
-
 def other_tables(data: dict) -> list:
     known = (
         {gid for gid, _ in UNCONTENDED}
@@ -590,7 +557,6 @@ def main(argv: list) -> int:
         sections += [
             ("bulkhead-uncontended", uncontended_table(data)),
             ("bulkhead-contended", contended_tables(data)),
-            ("bulkhead-handoff", handoff_table(data)),
         ]
     if show_all:
         sections.append((None, other_tables(data)))

@@ -23,8 +23,8 @@
 //! # Bulkhead
 //!
 //! Every peer in the same run: our `Bulkhead`, `tokio::sync::Semaphore`,
-//! `async_lock::Semaphore`, maitake-sync's `Semaphore` (in the hand-off cell)
-//! and the physical floor. Reproduce with
+//! `async_lock::Semaphore`, maitake-sync's `Semaphore` (in [the
+//! hand-off](#the-hand-off)) and the physical floor. Reproduce with
 //!
 //! ```sh
 //! cargo bench --bench bulkhead && python3 scripts/bench_table.py --only bulkhead --write
@@ -35,8 +35,7 @@
 //! idle machine, with the intrusive wait queue. Atomic read-modify-writes are
 //! slow on this machine (the floor is ~17 ns here against ~4 ns on bare metal)
 //! and timings are noisy (±10 % between runs uncontended, ±10–20 % in the
-//! contended cells, ±50 ns in the hand-off cell), so
-//! read the ratios, which carry over, not the nanoseconds.
+//! contended cells), so read the ratios, which carry over, not the nanoseconds.
 //!
 //! <!-- bench_table.py: bulkhead-uncontended -->
 //!
@@ -81,18 +80,6 @@
 //! | 256 | 64 | 105 ns | 799 ns | 157 ns | 7.57× | 1.49× |
 //!
 //! <!-- /bench_table.py: bulkhead-contended -->
-//!
-//! <!-- bench_table.py: bulkhead-handoff -->
-//!
-//! Hand-off: a queued `acquire` woken by a release on another thread (two OS threads spinning, no parking); ns per hand-off, and above the floor (a waker left under a lock and woken, no permits: the threads' own handshakes).
-//!
-//! | | floor | watertight | tokio `Semaphore` | async-lock `Semaphore` | maitake-sync `Semaphore` |
-//! |---|---|---|---|---|---|
-//! | ns per hand-off | 946 ns | 1,144 ns | 1,117 ns | 1,114 ns | 1,016 ns |
-//! | above the floor | – | 198 ns | 170 ns | 167 ns | 69.1 ns |
-//! | peer ÷ watertight (above the floor) | – | – | 0.86× | 0.85× | 0.35× |
-//!
-//! <!-- /bench_table.py: bulkhead-handoff -->
 //!
 //! The forms, in a run of the two `try_acquire` groups alone
 //! (`cargo bench --bench bulkhead -- 'uncontended/try_acquire' --warm-up-time 1
@@ -148,20 +135,6 @@
 //!   permit to the head of the queue under one short lock hold: two lock
 //!   round-trips per hand-off (the wait's, the release's), one wake-up per
 //!   permit handed on and none for nothing, as tokio's `batch_semaphore`.
-//! - **The hand-off cell** isolates a queued wait woken by a release on the
-//!   other core: 198 ns above the floor (the two threads' handshakes) against
-//!   tokio's 170 ns, async-lock's 167 ns and maitake-sync's 69 ns in this run
-//!   (across five runs ours was 127–198 ns and tokio's 111–187 ns: about the
-//!   same). Where ours goes: the waiter's lock, its queued flag set by a
-//!   compare-and-swap and its waker cloned; the releaser's atomic add (it
-//!   finds the flag), the lock, one compare-and-swap that takes the permit
-//!   for the waiter and clears the flag, the unlink and the wake — about
-//!   seven atomic read-modify-writes, each a cache-line transfer between the
-//!   cores, against tokio's five or six (its release puts permits straight
-//!   into the waiter without a word of its own to return them to). The lock
-//!   is part of it: with the spin lock we use without `std`, instead of
-//!   `std::sync::Mutex`, ours measured 127 ns. maitake-sync's lead is its
-//!   spin lock and a queue that holds the permits itself.
 //! - **async-lock's 0.23–0.25× in the P = 1 spin cells is barging**: a task
 //!   that releases takes the permit straight back. The fairness probe shows
 //!   what that costs — its first task finishes at 7 % of the run and the median
@@ -172,6 +145,106 @@
 //!   word and the wait queue's lock and ends on the first, the cold counters
 //!   on the second) and 68 B on `thumbv7em` (no padding where there are no
 //!   caches; 64 B with `critical-section`, which needs no lock flag).
+//!
+//! ## The hand-off
+//!
+//! A queued `acquire` woken by a release on another thread, each peer with
+//! owned permits (`Arc`), measured by its own harness rather than criterion
+//! (whose mean over thousands of hand-offs moved by ±50 ns between runs on
+//! this machine, as much as the gaps it was meant to show). Reproduce with
+//!
+//! ```sh
+//! cargo bench --bench handoff
+//! ```
+//!
+//! (under half a minute). The two threads are pinned to the two cores; each
+//! step of each hand-off is timed on the thread that runs it (the
+//! time-stamp counter) and a measurement is the median over 5 000
+//! hand-offs, which no preemption moves; a run is 101 rounds, each running
+//! every peer once, in an order rotated from round to round, and every
+//! figure below is the median over rounds of the per-round figure (each
+//! peer less the same round's floor, or less the same round's watertight).
+//! The floor leaves a waker under a lock and has it taken out and woken, no
+//! permits: the two threads' own handshakes. `benches/handoff.rs`'s docs
+//! say what each column times.
+//!
+//! One run (the median one of five, same machine, Rust 1.95, another
+//! session's builds and benches running on the same two cores), ns:
+//!
+//! | | floor | watertight | tokio `Semaphore` | async-lock `Semaphore` | maitake-sync `Semaphore` |
+//! |---|---|---|---|---|---|
+//! | latency (first poll to the drop of the permit handed over) | 618 | 815 | 877 | 881 | 811 |
+//! | above the floor | – | 195 | 258 | 263 | 192 |
+//! | peer ÷ watertight, above the floor | – | – | 1.32× | 1.35× | 0.98× |
+//! | peer less watertight, latency | – | – | +62 | +68 | −3 |
+//! | enqueue (the waiter's first poll) | 117 | 130 | 200 | 144 | 125 |
+//! | release + wake (the releaser's drop) | 182 | 278 | 262 | 336 | 270 |
+//! | woken poll (the waiter finds the permit) | 100 | 113 | 186 | 102 | 189 |
+//! | drop of that permit | 31 | 103 | 38 | 111 | 39 |
+//!
+//! Over the five runs: ours 189–242 ns above the floor, tokio 1.10–1.57×
+//! ours, async-lock 0.97–1.38×, maitake-sync 0.85–1.06× in four of them
+//! (the fifth, 0.22×, ran while the machine went in and out of a slower
+//! state: the floor at 1 098 ns, ours between 1 005 and 1 379 ns from round
+//! to round). Over 21 more runs of ours and maitake-sync alone
+//! (`HANDOFF_PEERS=watertight,maitake-sync`), maitake-sync's latency less
+//! ours had a median of +2 ns (per run −58 to +16 ns; ours the faster in 11
+//! of the 21). Eight later runs of the final build, all peers, on a less
+//! loaded machine: maitake-sync's latency less ours −8 to +14 ns (median
+//! +3), maitake-sync 0.95–1.08× ours above the floor, tokio 1.34–1.64×,
+//! async-lock 0.99–1.97×, ours 157–266 ns above the floor. Before the node
+//! had a cache line of its own (the same harness, five runs), ours was
+//! 238–360 ns above the floor and maitake-sync 0.63–0.79× ours (−48 to
+//! −97 ns), tokio and async-lock about 1.0×.
+//!
+//! So the hand-off is now level with maitake-sync's (−3 ns in the run
+//! above, a median of +2 ns over 21 runs of the two alone, but ours the
+//! faster in only 11 of them) and about 1.3× faster than tokio's and
+//! async-lock's. What each step costs, from builds that change one thing
+//! each (ablations; the rows with a `+` on top of the shipped build), each
+//! run interleaved with the other builds' and with maitake-sync in every
+//! round, 10–11 runs per build and batch; "gap" is maitake-sync's latency
+//! less ours, the median over a batch's runs (two figures: two batches):
+//!
+//! | build | gap | what moved |
+//! |---|---|---|
+//! | before: the node anywhere in the future | −76 ns | woken poll 182 ns |
+//! | the node on a line of its own (shipped) | −2, +3 ns | woken poll 108–112 ns |
+//! | + a spin lock instead of `std::sync::Mutex` | +4, 0 ns | enqueue −4 to −7 ns |
+//! | + the release hands its permit straight to a lone waiter that wants just that (no add, no CAS on the word) | −2, +6 ns | release + wake −14 to −16 ns |
+//! | + both | +12, +8 ns | (within the runs' spread) |
+//! | + one more waker `clone` on enqueue | −19 ns | enqueue +16 ns |
+//! | + a wake-up batch of 1 instead of 8 | −5 ns | nothing |
+//!
+//! The cost was not where it was looked for. A release on the other core writes
+//! the waiting future's node (its state, links and waker) and the woken waiter
+//! then reads it and writes beside it; with the node sharing a cache line with
+//! the rest of the future or the task (or straddling two), the woken poll paid
+//! a second line transfer, about 75 ns. `Waiter` is now aligned to 64 B (its
+//! size anyway; not on microcontrollers, which have no caches to share), which
+//! costs the acquire futures size (`Acquire` 72 → 128 B, `AcquireUntil` on a
+//! `&ManualClock` 104 → 128 B). The lock (with `std`, `std::sync::Mutex`: a
+//! compare-and-swap to take, a swap to release) costs about 5 ns against a spin
+//! lock (the ablation's yielded its core after 100 spins): not worth a lock
+//! whose waiters spin or yield in a loop, instead of sleeping, while its holder
+//! is preempted, so `std` keeps its mutex (the 127 ns an earlier spin-lock
+//! build measured was inside the 127–198 ns our `std` build measured across
+//! runs with criterion). The read-modify-writes per hand-off: the waiter's
+//! first poll does four (the lock, the waker's clone, the compare-and-swap that
+//! sets the queued flag, the unlock), the release five (the add that finds the
+//! flag, the lock, the compare-and-swap that takes the permit for the waiter
+//! and clears the flag, the unlock, and the waker's drop in `wake`); handing
+//! the permit straight into the node instead of through the word saves one, 15
+//! ns of the release's own time, but the waiter's latency did not move beyond
+//! the noise, so the protocol stays as loom checked it. The waker is cloned
+//! once per wait (about 15 ns; a re-poll keeps it if `will_wake`) and woken
+//! after the lock is released, one wake-up per permit handed on. What still
+//! differs from maitake-sync is where each pays one transfer: its release never
+//! touches its permit counter while anyone waits, so the woken waiter's later
+//! drop of the permit is local (39 ns against our 103 ns, whose add pulls back
+//! the state word the release last wrote), but its woken poll takes the queue's
+//! lock again (189 ns against our 113 ns). Ours keeps a release with nobody
+//! queued at one atomic add and no lock.
 //!
 //! # Circuit breaker
 //!
