@@ -1174,32 +1174,41 @@
 //! | `call_injected(&disabled, ready)` | 24.6 | 24.3 | **1.038** |
 //! | `call_injected(&rate0, ready)` | 34.0 | 33.6 | 1.426 |
 //!
-//! Two more runs of the paired rounds: `call_injected` disabled 1.036 and
-//! 1.036, `inject` disabled 1.094 and 1.093. A build with every function
-//! and branch target aligned to 64/32 bytes (`RUSTFLAGS="-C
+//! Two more runs of that build: `call_injected` disabled 1.036 and 1.036,
+//! `inject` disabled 1.094 and 1.093; with every function and branch
+//! target aligned to 64/32 bytes (`RUSTFLAGS="-C
 //! llvm-args=-align-all-functions=6 -C
-//! llvm-args=-align-all-nofallthru-blocks=5"`, so that no way gains or
-//! loses by where its loop happens to fall), three runs: 1.031–1.032 and
-//! 1.094–1.095. Counted by callgrind (`CHAOS_WAY=k valgrind
-//! --tool=callgrind` on the bench binary runs one way 100 000 times), a
-//! disabled injector adds 29 instructions to a policy call of about 270
-//! through `call_injected`, and 53 through `inject`.
+//! llvm-args=-align-all-nofallthru-blocks=5"`), 1.031–1.032 and
+//! 1.094–1.095. **Then the bulkhead's wait node moved to a cache line of
+//! its own** (64-byte aligned, inside the policy's future), which changes
+//! where everything in the policy's future sits: in the same bench, the
+//! plain call went from 23.6 to 21.8–22.0 ns, `call_injected` disabled to
+//! 23.8 ns, **1.078–1.091**, and `inject` disabled to 24.9 ns, 1.130–1.143
+//! (four runs). The instructions did not change: counted by callgrind
+//! (`CHAOS_WAY=k valgrind --tool=callgrind` on the bench binary runs one
+//! way 100 000 times), a disabled injector adds 25 instructions to a
+//! policy call of about 272 through `call_injected` (27 before its fast
+//! path was split from the draw), and 53 through `inject`, in both
+//! builds.
 //!
 //! How to read it:
 //!
-//! - **Disabled, `call_injected` costs 1.03–1.04× a policy call that does
-//!   nothing else (about 1 ns): within the 1.05× aimed for.** The policy
+//! - **Disabled, `call_injected` costs 1.03–1.09× a policy call that does
+//!   nothing else (1–2 ns), depending on where the code falls: the 1.05×
+//!   aimed for holds in one layout and not in the other.** The policy
 //!   polls the call's own future; what is added is the flag's load and its
-//!   branch, and the starter's few bytes (the injector's address, a stage)
-//!   in the policy's future. An injected latency sleeps in the policy's
-//!   slot-wait sleep, idle once the call starts, so the future keeps no
-//!   room for a sleep of its own.
-//! - **Through `inject`, a wrapper future, 1.09× (about 2 ns).** The
+//!   branch, the start's stage, and the store of the call's future that
+//!   the compiler no longer folds into its first poll, because the
+//!   faulted starts (out of line) join the same path back. An injected
+//!   latency sleeps in the policy's slot-wait sleep, idle once the call
+//!   starts, so the future keeps no room for a sleep of its own.
+//! - **Through `inject`, a wrapper future, 1.09–1.14× (2–3 ns).** The
 //!   wrapper is built, moved and dropped inside the policy's future, and
 //!   keeps room for a latency's sleep: 40 bytes more in the policy's
 //!   future on `ManualClock`. Its pass path is one compare on the first
-//!   poll (the faulted paths are out of line: 1.10× before). `inject`
-//!   is the form for any future (retried, hedged, or no policy at all).
+//!   poll (the faulted paths are out of line: 1.10× before, in the first
+//!   layout). `inject` is the form for any future (retried, hedged, or no
+//!   policy at all).
 //! - Against any call that leaves the process either is noise: the plain
 //!   loopback HTTP round trip of [deadlines across the
 //!   wire](#deadlines-across-the-wire) is 45 µs, 15 000 times the 2 ns.

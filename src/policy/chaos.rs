@@ -74,14 +74,11 @@ where
         spare: Spare<'_, T>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Fut, O>> {
-        if self.stage == Stage::Fresh {
-            match self.chaos.draw() {
-                // The one path a disabled injector takes: a load, a branch.
-                None => return self.make.poll_dispatch(spare, cx),
-                Some(fault) => return self.faulted(fault, spare, cx),
-            }
+        // The one path a disabled injector takes: a load, a branch.
+        if self.stage == Stage::Fresh && !self.chaos.is_enabled() {
+            return self.make.poll_dispatch(spare, cx);
         }
-        self.resume(spare, cx)
+        self.start_or_resume(spare, cx)
     }
 }
 
@@ -90,6 +87,24 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = O>,
 {
+    /// A first poll while enabled (its draw), or a later one.
+    #[cold]
+    #[inline(never)]
+    fn start_or_resume<T: Timer>(
+        &mut self,
+        spare: Spare<'_, T>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Fut, O>> {
+        if self.stage != Stage::Fresh {
+            return self.resume(spare, cx);
+        }
+        match self.chaos.draw() {
+            // Passed, or disabled since the flag was read.
+            None => self.make.poll_dispatch(spare, cx),
+            Some(fault) => self.faulted(fault, spare, cx),
+        }
+    }
+
     /// The first poll of a call that drew a fault.
     #[cold]
     #[inline(never)]
