@@ -192,6 +192,8 @@ mod global_limit;
 #[cfg(feature = "http")]
 #[path = "tour/hops.rs"]
 mod hops;
+#[path = "tour/net.rs"]
+mod net;
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -557,16 +559,9 @@ async fn start_server(
     backends: Arc<Backends>,
     reports: Arc<Bulkhead<TokioClock>>,
 ) -> (String, Arc<Storefront>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("local address");
-    let base = format!("http://{addr}");
+    let (listener, base) = net::listen().await;
     let front = Arc::new(Storefront {
-        client: reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("HTTP client"),
+        client: net::client(),
         base: base.clone(),
         stock: Policy::new("stock", stock_policy(), TokioClock).expect("stock policy"),
         pricing: Policy::new("pricing", pricing_policy(), TokioClock).expect("pricing policy"),
@@ -596,7 +591,7 @@ async fn start_server(
                     .layer(BulkheadLayer::new(reports)),
             ),
         );
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
+    net::spawn(listener, app);
     (base, front)
 }
 
@@ -1100,9 +1095,9 @@ async fn act_12() {
             hops::MARGIN.as_millis()
         ),
     );
-    let with = hops::run(true).await;
+    let with = hops::run(true, hops::PATIENCE).await;
     hops::print("with the header:", &with);
-    let without = hops::run(false).await;
+    let without = hops::run(false, hops::PATIENCE).await;
     hops::print("header off:", &without);
     println!(
         "  -> with the header C stops before A's {} ms are up and nobody works for a caller who has gone; \
@@ -1177,12 +1172,7 @@ async fn acts_1_to_6() {
             reports: BulkheadExporter::new(&reports),
         }
     });
-    // `no_proxy`: the server is on loopback; an HTTP_PROXY in the environment
-    // must not route the tour through somewhere else.
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let client = net::client();
 
     // Warm-up: open the client's pooled connections before measuring, with as
     // many concurrent requests as any act has in flight (7 in act 3), so that
@@ -1637,18 +1627,13 @@ fn search_policy() -> PolicyConfig {
 /// that the retry budget stops.
 async fn act_8() {
     let service = Arc::new(Search::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
-    let app = Router::new()
-        .route("/search/{q}", get(search))
-        .with_state(service.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let base = net::serve(
+        Router::new()
+            .route("/search/{q}", get(search))
+            .with_state(service.clone()),
+    )
+    .await;
+    let client = net::client();
     let config = search_policy();
     let retry = *config.retry();
     let search: Policy<TokioClock> =
@@ -1810,10 +1795,6 @@ async fn act_9() {
         searches: AtomicUsize::new(0),
     });
     let inbound = Arc::new(RateLimiter::new("search", RATE, TokioClock));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
     let app = Router::new()
         .route("/quote/{i}", get(quote))
         .route("/ping", get(|| async { "pong" }))
@@ -1826,11 +1807,8 @@ async fn act_9() {
             ),
         )
         .with_state(arrivals.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let base = net::serve(app).await;
+    let client = net::client();
     // Open the client's connections first, as a client that has been
     // running would have them: the act then counts the limiter's time,
     // not the TCP handshakes'.
@@ -2065,15 +2043,8 @@ async fn act_10() {
                     ),
             ),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let base = net::serve(app).await;
+    let client = net::client();
 
     header(
         "Act 10: who gets a slot under overload — one FIFO queue, then checkout 3 / export 2",
@@ -2146,15 +2117,8 @@ async fn act_11() {
     let app = Router::new()
         .route("/replica/{n}/{i}", get(replica))
         .with_state(sent.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let base = net::serve(app).await;
+    let client = net::client();
     let get = |i: u64, attempt: u64| {
         let url = format!("{base}/replica/{}/{i}", (i + attempt) % 3);
         let client = client.clone();
