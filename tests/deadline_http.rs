@@ -28,7 +28,6 @@
 #[allow(dead_code)] // the tour's printing is not used here
 #[path = "../examples/tour/hops.rs"]
 mod hops;
-#[allow(dead_code)] // `listen` and `spawn`: the tour's other servers
 #[path = "../examples/tour/net.rs"]
 mod net;
 

@@ -16,7 +16,6 @@
 #[allow(dead_code)] // the tour's printing is not used here
 #[path = "../examples/tour/degrade.rs"]
 mod degrade;
-#[allow(dead_code)] // `listen` and `spawn`: the tour's other servers
 #[path = "../examples/tour/net.rs"]
 mod net;
 
