@@ -5,7 +5,8 @@
 //! The "system" fails every call for a while, then recovers. The breaker
 //! opens after its minimum calls, refuses calls at once with a retry hint
 //! while open, lets three probes through after the open wait, and closes.
-//! The tour (`examples/tour.rs`) shows the same over real loopback HTTP.
+//! The tour's act 4 (`examples/tour/breaker.rs`) shows the same over real
+//! loopback HTTP.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -16,6 +16,8 @@
 #[allow(dead_code)] // the tour's printing is not used here
 #[path = "../examples/tour/degrade.rs"]
 mod degrade;
+#[path = "../examples/tour/net.rs"]
+mod net;
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
-//! The tour's server and client (`examples/tour.rs`) over real HTTP: an axum
-//! server on 127.0.0.1, a `reqwest` client, a bulkhead per system, and (act
-//! 4) a circuit breaker in front of a shipping endpoint that answers 503.
+//! The tour's server and client (`examples/tour/storefront.rs`, the acts
+//! in `examples/tour/`) over real HTTP: an axum server on 127.0.0.1, a
+//! `reqwest` client, a bulkhead per system, and (act 4) a circuit breaker
+//! in front of a shipping endpoint that answers 503.
 //!
 //! These tests assert counts and order only, never latencies: the slow
 //! endpoint does not sleep, it blocks on a gate (a semaphore with no permits)

@@ -43,6 +43,8 @@ use watertight::policy::{self, ErrorKind, Policy, PolicyConfig};
 use watertight::tower::{ChaosLayer, PolicyLayer, StaleCacheLayer};
 use watertight::BreakerConfig;
 
+use crate::net::{self, serve};
+
 /// How the act is paced.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
@@ -161,15 +163,6 @@ async fn price(State(handled): State<Arc<AtomicUsize>>, Path(sku): Path<u32>) ->
     (u64::from(sku) * 100).to_string()
 }
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    base
-}
-
 /// Seconds, to a tenth.
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
@@ -277,10 +270,7 @@ pub async fn run(setup: Setup) -> Degrade {
     .await;
 
     // The storefront: pricing through its policy, under the cache.
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
+    let client = net::client();
     let breaker = BreakerConfig::builder()
         .window_size(4)
         .minimum_calls(4)

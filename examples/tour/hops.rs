@@ -7,21 +7,26 @@
 //! server's own maximum 10 s), and with the header off — A still gives up
 //! at 300 ms, but tells no one.
 //!
-//! The same three hops as `tests/deadline_http.rs`, which asserts them.
+//! B and C log what they do ([`Event`]), each instant read on the tour's
+//! clock; the tour prints a line per run from the log, and
+//! `tests/deadline_http.rs` compiles this file in and asserts the log: C
+//! stops before A's deadline, and nothing starts after it.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
-use watertight::clock::TokioClock;
+use watertight::clock::{Clock, Instant, TokioClock};
 use watertight::deadline::Deadline;
 use watertight::tower::{InboundDeadlineError, InboundDeadlineLayer, OutboundDeadlineLayer};
+
+use crate::net::{self, serve};
 
 /// A's budget for the whole request.
 pub const BUDGET: Duration = Duration::from_millis(300);
@@ -29,32 +34,67 @@ pub const BUDGET: Duration = Duration::from_millis(300);
 pub const MARGIN: Duration = Duration::from_millis(25);
 /// Each server's own maximum (what a request without the header gets).
 const SERVER_MAX: Duration = Duration::from_secs(10);
-const STEP: Duration = Duration::from_millis(10);
+pub const STEP: Duration = Duration::from_millis(10);
 /// C's job: 100 steps of 10 ms.
 pub const STEPS: usize = 100;
+/// How long the tour waits, after A's answer, for C's job to end.
+pub const PATIENCE: Duration = Duration::from_secs(3);
 
-/// What one run saw, in ms since A sent its request.
-#[derive(Debug, Default)]
-pub struct Hops {
-    /// B's budget on arrival.
-    pub b_budget: Option<Duration>,
-    /// C's budget on arrival.
-    pub c_budget: Option<Duration>,
-    /// Steps of its job C started.
-    pub c_steps: usize,
-    /// When C's job ended, and whether it was all of it.
-    pub c_end: Option<(Duration, bool)>,
-    /// What A got, and when.
-    pub a_answer: String,
+/// What happened at B and C, in order, each instant read on the tour's
+/// clock by the server that logged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// B's handler started (and calls C), with its budget.
+    BStarted(Instant, Duration),
+    /// C's handler started, with its budget.
+    CStarted(Instant, Duration),
+    /// C started one step of its job.
+    CStep(Instant),
+    /// C stopped its job: out of budget after `steps` steps.
+    CStopped(Instant, usize),
+    /// C finished all its steps.
+    CFinished(Instant),
+}
+
+/// What A got: a status, or an error (its deadline's, or another).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Status(StatusCode),
+    Failed {
+        /// The deadline ended it: the outbound layer's, or A's own.
+        deadline: bool,
+        /// What A makes of it.
+        error: String,
+    },
+}
+
+/// One run, A → B → C.
+#[derive(Debug)]
+pub struct Run {
+    /// When the run began, servers not yet started: what the tour's
+    /// milliseconds count from.
+    pub start: Instant,
+    /// A's deadline.
+    #[allow(dead_code)] // what tests/deadline_http.rs holds the log against
+    pub a_deadline: Instant,
+    /// What A got, and how long it took from sending its request.
+    pub a_answer: Answer,
     pub a_took: Duration,
+    /// What B and C did, in order.
+    pub log: Vec<Event>,
 }
 
-struct Shared {
-    start: Instant,
-    hops: Mutex<Hops>,
+/// Whether C's job has ended, either way.
+pub fn ended(log: &[Event]) -> bool {
+    log.iter()
+        .any(|e| matches!(e, Event::CStopped(..) | Event::CFinished(..)))
 }
 
-type Ctx = Arc<Shared>;
+type Log = Arc<Mutex<Vec<Event>>>;
+
+fn log(l: &Log, e: Event) {
+    l.lock().expect("log").push(e);
+}
 
 /// reqwest as a tower client of `axum::http::Request`s.
 fn reqwest_service(
@@ -84,21 +124,26 @@ async fn refused(e: InboundDeadlineError<Infallible>) -> StatusCode {
 }
 
 async fn c_job(
-    State(ctx): State<Ctx>,
+    State(l): State<Log>,
     Extension(deadline): Extension<Deadline<TokioClock>>,
 ) -> StatusCode {
-    ctx.hops.lock().expect("log").c_budget = Some(deadline.remaining());
+    log(&l, Event::CStarted(TokioClock.now(), deadline.remaining()));
+    // Handed to a task of its own: only the budget stops it.
     let job = tokio::spawn(async move {
-        let mut done = 0;
-        while done < STEPS && !deadline.is_expired() {
-            done += 1;
+        for step in 0..STEPS {
+            let now = TokioClock.now();
+            if now >= deadline.instant() {
+                log(&l, Event::CStopped(now, step));
+                return false;
+            }
+            log(&l, Event::CStep(now));
             let _ = deadline.run(tokio::time::sleep(STEP)).await;
         }
-        let mut hops = ctx.hops.lock().expect("log");
-        hops.c_steps = done;
-        hops.c_end = Some((ctx.start.elapsed(), done == STEPS));
-        done == STEPS
+        log(&l, Event::CFinished(TokioClock.now()));
+        true
     });
+    // A job cut short by the budget is no answer (if the inbound layer has
+    // not answered 504 already).
     match job.await {
         Ok(true) => StatusCode::OK,
         _ => StatusCode::GATEWAY_TIMEOUT,
@@ -107,7 +152,7 @@ async fn c_job(
 
 #[derive(Clone)]
 struct B {
-    ctx: Ctx,
+    log: Log,
     c: String,
     client: reqwest::Client,
     propagate: bool,
@@ -117,7 +162,10 @@ async fn b_calls_c(
     State(b): State<B>,
     Extension(deadline): Extension<Deadline<TokioClock>>,
 ) -> StatusCode {
-    b.ctx.hops.lock().expect("log").b_budget = Some(deadline.remaining());
+    log(
+        &b.log,
+        Event::BStarted(TokioClock.now(), deadline.remaining()),
+    );
     let req = axum::http::Request::builder()
         .uri(format!("{}/job", b.c))
         .extension(deadline)
@@ -142,106 +190,106 @@ async fn b_calls_c(
     }
 }
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let base = format!("http://{}", listener.local_addr().expect("local address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("server") });
-    base
+/// A server with the inbound layer on its one route: its handler's
+/// `Deadline` from the header, capped by the server's own maximum.
+fn hop<S: Clone + Send + Sync + 'static>(path: &str, route: MethodRouter<S>, state: S) -> Router {
+    Router::new()
+        .route(path, route)
+        .route_layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(refused))
+                .layer(InboundDeadlineLayer::new(TokioClock, SERVER_MAX)),
+        )
+        .with_state(state)
 }
 
-/// One run: A → B → C with the header (`propagate`) or without.
-pub async fn run(propagate: bool) -> Hops {
-    let ctx = Arc::new(Shared {
-        start: Instant::now(),
-        hops: Mutex::default(),
-    });
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("HTTP client");
-    let c = serve(
-        Router::new()
-            .route("/job", get(c_job))
-            .route_layer(
-                ServiceBuilder::new()
-                    .layer(HandleErrorLayer::new(refused))
-                    .layer(InboundDeadlineLayer::new(TokioClock, SERVER_MAX)),
-            )
-            .with_state(ctx.clone()),
-    )
-    .await;
-    let b = serve(
-        Router::new()
-            .route("/work", get(b_calls_c))
-            .route_layer(
-                ServiceBuilder::new()
-                    .layer(HandleErrorLayer::new(refused))
-                    .layer(InboundDeadlineLayer::new(TokioClock, SERVER_MAX)),
-            )
-            .with_state(B {
-                ctx: ctx.clone(),
-                c,
-                client: client.clone(),
-                propagate,
-            }),
-    )
-    .await;
+/// One run: A → B → C with the header (`propagate`) or without; then a
+/// wait of at most `patience` for C's job to end, whichever way.
+pub async fn run(propagate: bool, patience: Duration) -> Run {
+    let start = TokioClock.now();
+    let l = Log::default();
+    let client = net::client();
+    let c = serve(hop("/job", get(c_job), l.clone())).await;
+    let b = B {
+        log: l.clone(),
+        c,
+        client: client.clone(),
+        propagate,
+    };
+    let b = serve(hop("/work", get(b_calls_c), b)).await;
 
+    // A: 300 ms for the whole request.
     let deadline = Deadline::after(TokioClock, BUDGET);
     let req = axum::http::Request::builder()
         .uri(format!("{b}/work"))
         .extension(deadline)
         .body(String::new())
         .expect("request");
-    let sent = Instant::now();
-    let answer = if propagate {
+    let sent = std::time::Instant::now();
+    let failed = |deadline, error| Answer::Failed { deadline, error };
+    let a_answer = if propagate {
         match OutboundDeadlineLayer::<TokioClock>::new(MARGIN)
             .layer(reqwest_service(client))
             .oneshot(req)
             .await
         {
-            Ok(status) => format!("{}", status.as_u16()),
-            Err(e) => format!("{e}"),
+            Ok(status) => Answer::Status(status),
+            Err(e) => failed(e.is_deadline(), format!("{e}")),
         }
     } else {
+        // Header off: A still gives up at its deadline, but tells no one.
         match deadline.run(reqwest_service(client).oneshot(req)).await {
-            Ok(Ok(status)) => format!("{}", status.as_u16()),
-            Ok(Err(e)) => format!("{e}"),
-            Err(_) => "gave up (its own deadline)".to_owned(),
+            Ok(Ok(status)) => Answer::Status(status),
+            Ok(Err(e)) => failed(false, format!("{e}")),
+            Err(_) => failed(true, "gave up (its own deadline)".to_owned()),
         }
     };
     let a_took = sent.elapsed();
-    // C's job ends by its budget or after its second (bounded: 3 s).
-    let waited = Instant::now();
-    while ctx.hops.lock().expect("log").c_end.is_none() && waited.elapsed() < Duration::from_secs(3)
-    {
+    // C's job ends by its budget or after its second (bounded).
+    let waited = std::time::Instant::now();
+    while !ended(&l.lock().expect("log")) && waited.elapsed() < patience {
         tokio::time::sleep(STEP).await;
     }
-    let mut hops = std::mem::take(&mut *ctx.hops.lock().expect("log"));
-    hops.a_answer = answer;
-    hops.a_took = a_took;
-    hops
+    let log = l.lock().expect("log").clone();
+    Run {
+        start,
+        a_deadline: deadline.instant(),
+        a_answer,
+        a_took,
+        log,
+    }
 }
 
 fn ms(d: Option<Duration>) -> String {
     d.map_or("-".to_owned(), |d| format!("{} ms", d.as_millis()))
 }
 
-/// One line per run.
-pub fn print(label: &str, h: &Hops) {
-    let end = match h.c_end {
+/// One line per run: what A got, B's and C's budgets on arrival, and how
+/// C's job ended, in ms since the run began.
+pub fn print(label: &str, run: &Run) {
+    let (mut b_budget, mut c_budget, mut c_steps, mut end) = (None, None, 0, None);
+    for e in &run.log {
+        match *e {
+            Event::BStarted(_, budget) => b_budget = Some(budget),
+            Event::CStarted(_, budget) => c_budget = Some(budget),
+            Event::CStep(_) => c_steps += 1,
+            Event::CStopped(at, _) => end = Some((at - run.start, false)),
+            Event::CFinished(at) => end = Some((at - run.start, true)),
+        }
+    }
+    let end = match end {
         Some((at, true)) => format!("finished its job at {} ms", at.as_millis()),
         Some((at, false)) => format!("stopped by its budget at {} ms", at.as_millis()),
         None => "still working".to_owned(),
     };
+    let answer = match &run.a_answer {
+        Answer::Status(status) => format!("{}", status.as_u16()),
+        Answer::Failed { error, .. } => error.clone(),
+    };
     println!(
-        "  {label:<16} A: {:<28} after {:>4} ms | B got {:>8} | C got {:>8}, ran {:>3} of {STEPS} steps, {end}",
-        h.a_answer,
-        h.a_took.as_millis(),
-        ms(h.b_budget),
-        ms(h.c_budget),
-        h.c_steps,
+        "  {label:<16} A: {answer:<28} after {:>4} ms | B got {:>8} | C got {:>8}, ran {c_steps:>3} of {STEPS} steps, {end}",
+        run.a_took.as_millis(),
+        ms(b_budget),
+        ms(c_budget),
     );
 }

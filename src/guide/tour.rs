@@ -22,6 +22,13 @@
 //! a Prometheus exporter, and not what the tests and benches need (criterion,
 //! the peer breakers, proptest, smol, async-std, embassy's executor).
 //!
+//! The tour's code is `examples/tour.rs`, which runs the acts in order, and
+//! a module per act or group of acts under `examples/tour/`: the server of
+//! acts 1–6 (`storefront.rs`), `bulkheads.rs` (acts 1–3), `breaker.rs`,
+//! `budget.rs`, `integrations.rs` (acts 4, 5, 6), `retries.rs`, `rate.rs`,
+//! `partitions.rs`, `hedging.rs`, `hops.rs`, `degrade.rs` (acts 8 to 13);
+//! act 7 is the `global_limit` example's `examples/global_limit/demo.rs`.
+//!
 //! The tour's first build from a fresh clone (crates already downloaded)
 //! compiles 116 crates: 78–85 s on this 2-core machine while two other builds
 //! ran beside it (load average 5–7), about 66 s of CPU time. Before the
