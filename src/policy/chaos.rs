@@ -18,6 +18,8 @@ enum Stage {
     Fresh,
     /// An injected latency, sleeping in the policy's spare sleep.
     Sleeping,
+    /// Made after its latency (the policy polls it, not the start).
+    Made,
     /// An injected hang: never started.
     Hung,
 }
@@ -74,87 +76,66 @@ where
         spare: Spare<'_, T>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Fut, O>> {
-        // The one path a disabled injector takes: a load, a branch.
-        if self.stage == Stage::Fresh && !self.chaos.is_enabled() {
-            return self.make.poll_dispatch(spare, cx);
+        // The one path a disabled injector takes is a load and a branch.
+        // The rest (a draw, a fault) only decides, out of line, whether
+        // the call is made: it is made here, at one place, so that the
+        // policy's first poll of it stays as it is without an injector.
+        if self.stage != Stage::Fresh || self.chaos.is_enabled() {
+            match self.start_or_resume(spare, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(out)) => return Poll::Ready(Err(out)),
+                Poll::Pending => return Poll::Pending,
+            }
         }
-        self.start_or_resume(spare, cx)
+        let make = self.make.0.take().expect("a call is made once");
+        Poll::Ready(Ok(make()))
     }
 }
 
-impl<C, O, F, Fut> Injected<'_, C, O, F>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = O>,
-{
-    /// A first poll while enabled (its draw), or a later one.
+impl<C, O, F> Injected<'_, C, O, F> {
+    /// A first poll while enabled (its draw), or a later one: `Ok` to make
+    /// the call now, `Err` with an injected error or outcome in its place,
+    /// `Pending` during a latency or a hang.
     #[cold]
     #[inline(never)]
     fn start_or_resume<T: Timer>(
         &mut self,
         spare: Spare<'_, T>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Fut, O>> {
-        if self.stage != Stage::Fresh {
-            return self.resume(spare, cx);
-        }
-        match self.chaos.draw() {
-            // Passed, or disabled since the flag was read.
-            None => self.make.poll_dispatch(spare, cx),
-            Some(fault) => self.faulted(fault, spare, cx),
-        }
-    }
-
-    /// The first poll of a call that drew a fault.
-    #[cold]
-    #[inline(never)]
-    fn faulted<T: Timer>(
-        &mut self,
-        fault: Fault,
-        mut spare: Spare<'_, T>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<Fut, O>> {
-        match fault {
-            Fault::Latency => {
-                let until = spare.clock.now().saturating_add(self.chaos.latency());
-                spare.sleep.set(Some(spare.clock.sleep_until(until)));
-                self.stage = Stage::Sleeping;
-                self.resume(spare, cx)
-            }
-            Fault::Hang => {
-                self.stage = Stage::Hung;
-                Poll::Pending
-            }
-            Fault::Error | Fault::Outcome => match self.chaos.made(fault) {
-                Some(out) => Poll::Ready(Err(out)),
-                // Not reached: the builder sets a rate above zero only
-                // with its maker. Were it, the call would be made.
-                None => self.make.poll_dispatch(spare, cx),
-            },
-        }
-    }
-
-    /// A later poll: the latency's sleep, then the call; or the hang.
-    #[cold]
-    #[inline(never)]
-    fn resume<T: Timer>(
-        &mut self,
-        spare: Spare<'_, T>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<Fut, O>> {
+    ) -> Poll<Result<(), O>> {
         let Spare { clock, mut sleep } = spare;
         match self.stage {
+            Stage::Fresh => match self.chaos.draw() {
+                // Passed, or disabled since the flag was read.
+                None => Poll::Ready(Ok(())),
+                Some(Fault::Latency) => {
+                    let until = clock.now().saturating_add(self.chaos.latency());
+                    sleep.set(Some(clock.sleep_until(until)));
+                    self.stage = Stage::Sleeping;
+                    self.start_or_resume(Spare { clock, sleep }, cx)
+                }
+                Some(Fault::Hang) => {
+                    self.stage = Stage::Hung;
+                    Poll::Pending
+                }
+                Some(fault @ (Fault::Error | Fault::Outcome)) => match self.chaos.made(fault) {
+                    Some(out) => Poll::Ready(Err(out)),
+                    // Not reached: the builder sets a rate above zero only
+                    // with its maker. Were it, the call would be made.
+                    None => Poll::Ready(Ok(())),
+                },
+            },
             Stage::Sleeping => {
                 if let Some(s) = sleep.as_mut().as_pin_mut() {
                     core::task::ready!(s.poll(cx));
                     sleep.set(None);
                 }
-                self.stage = Stage::Fresh;
-                self.make.poll_dispatch(Spare { clock, sleep }, cx)
+                self.stage = Stage::Made;
+                Poll::Ready(Ok(()))
             }
-            // Nothing will ever wake it, and nothing needs to: the
+            // Nothing will ever wake a hang, and nothing needs to: the
             // policy's call timeout (or the caller's budget) ends it.
-            Stage::Hung | Stage::Fresh => Poll::Pending,
+            Stage::Hung | Stage::Made => Poll::Pending,
         }
     }
 }
