@@ -201,7 +201,7 @@
 //! and writes with `Acquire`/`Release` or `Relaxed` as documented on each
 //! item; a metrics snapshot is a set of separate reads, not one atomic
 //! picture. The bulkhead's and the breaker's protocols are checked by the
-//! loom models in `tests/loom.rs`.
+//! loom models in `tests/loom/`.
 //!
 //! # Minimum supported Rust version
 //!

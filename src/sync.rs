@@ -5,7 +5,7 @@
 //! `core::sync::atomic` where the target has the operation natively and
 //! otherwise falls back (to a critical section on `thumbv6m` when the binary
 //! enables `critical-section`). Under `cfg(loom)` they come from loom, so that
-//! the loom models in `tests/loom.rs` explore every interleaving of the
+//! the loom models in `tests/loom/` explore every interleaving of the
 //! crate's own protocols.
 //!
 //! [`Mutex`] is the short lock that guards the bulkhead's wait queue (and

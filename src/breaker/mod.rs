@@ -299,7 +299,7 @@ pub type HeapBreaker<C, H = ()> = CircuitBreaker<C, { BreakerConfig::MAX_WINDOW_
 /// Single-threaded, the breaker answers exactly as a plain sequential state
 /// machine would (`tests/breaker_model.rs` checks that on random sequences).
 /// Under concurrency, outcomes may land in the window in any order, none is
-/// lost, and the probe cap holds (`tests/loom.rs`).
+/// lost, and the probe cap holds (`tests/loom/breaker.rs`).
 ///
 /// # Memory ordering
 ///

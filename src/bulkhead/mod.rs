@@ -96,7 +96,7 @@ use word::{AtomicWord, Word};
 /// timeouts. The cost: a large request can wait longer under a steady
 /// stream of small ones (it is served as soon as enough are free at once).
 ///
-/// The loom models in `tests/loom.rs` and the model-based test in
+/// The loom models in `tests/loom/main.rs` and the model-based test in
 /// `tests/bulkhead_model.rs` check that no permit is lost, none is taken
 /// from a waiter it was owed, and no waiter sleeps next to permits it could
 /// use.

@@ -49,7 +49,7 @@
 //!   on every run and every machine;
 //! - **concurrent callers** share the one sequence: no draw is taken twice
 //!   and none is skipped (each is one atomic `fetch_add`, checked by the
-//!   loom model `chaos` in `tests/loom.rs`), so the faults of the first *n*
+//!   loom model in `tests/loom/chaos.rs`), so the faults of the first *n*
 //!   calls are the same multiset on every run, but which caller gets which
 //!   depends on the order their calls land in. Give each concurrent caller
 //!   an injector of its own for a per-caller replay.

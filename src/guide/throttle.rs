@@ -62,7 +62,7 @@
 //!   epoch) over a count; whoever first touches a stale word rolls it over
 //!   with one compare-and-swap, and a record of an epoch that has left the
 //!   window lands nowhere, never in a newer one (the loom models in
-//!   `tests/loom.rs`, `throttle`). `usize` words keep it lock-free on
+//!   `tests/loom/throttle.rs`). `usize` words keep it lock-free on
 //!   32-bit targets (16-bit tags and counts there: a bucket saturates at
 //!   65 535 requests).
 //! - **Seeded draws.** The retries' SplitMix64

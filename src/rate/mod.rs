@@ -266,7 +266,7 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// never counts a wrap twice;
 /// a [`metrics`](Self::metrics) snapshot is a set of separate reads.
 ///
-/// The loom models in `tests/loom.rs` (`rate`) check racing checks never
+/// The loom models in `tests/loom/rate.rs` check racing checks never
 /// admit past the burst, a reservation and a check never take the same
 /// cells, and a cancellation racing a check never invents cells.
 #[repr(C)]

@@ -12,8 +12,8 @@
 //!   drops leave the new era's count alone.
 //!
 //! This file uses nothing of the crate but `crate::sync`, so that
-//! `tests/loom.rs` can compile it on loom's atomics (`mod lease_era`
-//! there).
+//! the loom tests can compile it on loom's atomics
+//! (`tests/loom/lease_era.rs`).
 
 use crate::sync::{AtomicU64, Ordering};
 

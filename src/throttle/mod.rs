@@ -125,7 +125,7 @@ use window::{Change, Ring};
 ///
 /// Everything is `Relaxed`: the throttle's words are statistics, and a
 /// decision read a moment stale is a decision of that moment. What the
-/// protocol guarantees (checked by the loom models in `tests/loom.rs`,
+/// protocol guarantees (checked by the loom models in `tests/loom/throttle.rs`,
 /// `throttle`): a request or an accept racing a bucket's rollover lands in
 /// its own epoch or, if that epoch has left the window, nowhere — never in
 /// a newer epoch, never twice.

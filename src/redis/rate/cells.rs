@@ -4,8 +4,8 @@
 //! so no cell is lost or spent twice however they race.
 //!
 //! This file uses nothing of the crate but `crate::sync`, so that
-//! `tests/loom.rs` can compile it on loom's atomics (`mod pocket_cells`
-//! there).
+//! the loom tests can compile it on loom's atomics
+//! (`tests/loom/pocket_cells.rs`).
 
 use crate::sync::{AtomicU64, Ordering};
 
