@@ -1,6 +1,6 @@
 #![cfg(not(loom))]
 //! The breaker's behaviour with a window sized at run time: the scenarios of
-//! `tests/breaker.rs` (the window, evaluation, thresholds, slow calls, the
+//! `tests/breaker/` (the window, evaluation, thresholds, slow calls, the
 //! open wait, half-open probes, generations, the operator switches, the
 //! listener, `call`), scaled to the window, on a [`HeapBreaker`] with a
 //! window of 100 and of 1000, and — as the control that the two storages
