@@ -52,7 +52,7 @@
 //! | async-std | `AsyncIoClock` | `async-io` | `tests/rt_async_std.rs` |
 //! | embassy (Cortex-M, or its executor on the host with embassy-time's std driver) | `EmbassyClock` | `embassy` | `tests/rt_embassy.rs`; `firmware/` links for `thumbv7em-none-eabihf` and runs in QEMU |
 //! | none: threads, or your own executor | `StdClock`, `CoarseClock` (no timer), or any `Timer` you write | `std` | the unit and model tests |
-//! | any executor, deterministic time: tests of your own code | `ManualClock` | always | `tests/bulkhead.rs`, `tests/breaker/`, the model tests, loom, Miri: every rule test here, no real sleeps |
+//! | any executor, deterministic time: tests of your own code | `ManualClock` | always | `tests/bulkhead/`, `tests/breaker/`, the model tests, loom, Miri: every rule test here, no real sleeps |
 //!
 //! The runtime suites run the same scenarios on each runtime and assert
 //! counts and order, never latencies.
