@@ -9,7 +9,7 @@
 #![cfg(feature = "embassy")]
 
 #[macro_use]
-#[path = "common/suite.rs"]
+#[path = "common/suite/mod.rs"]
 mod suite;
 #[macro_use]
 #[path = "model/check.rs"]

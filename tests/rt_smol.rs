@@ -4,7 +4,7 @@
 #![cfg(feature = "async-io")]
 
 #[macro_use]
-#[path = "common/suite.rs"]
+#[path = "common/suite/mod.rs"]
 mod suite;
 #[macro_use]
 #[path = "model/check.rs"]
