@@ -218,7 +218,7 @@
 //! ```
 //!
 //! (The cell due at 100 ms reaches the server a moment after it, hence 14,
-//! not 15, by 100 ms.) `tests/tour_http.rs` runs the same act on a
+//! not 15, by 100 ms.) `tests/tour_http/rate.rs` runs the same act on a
 //! `ManualClock`: 10 at once, then exactly 5 per 100 ms advanced; 10 answers
 //! and 15 × `429` inbound.
 //!
