@@ -161,8 +161,8 @@ fn quota_errors() {
         Err(QuotaError::PeriodTooLong)
     );
     assert_eq!(
-        // Two cells: T rounds up to 2^61 ns, and the default burst of 2
-        // reaches 2^62, one past the horizon.
+        // Two cells: T rounds up to 2^59 ns, and the default burst of 2
+        // reaches 2^60, one past the horizon.
         Quota::try_new(2, longest),
         Err(QuotaError::BurstTooLong {
             burst: 2,
@@ -386,8 +386,8 @@ fn a_static_limiter_and_debug() {
     assert_eq!((m.name, m.admitted), ("static", 1));
 }
 
-/// The admission counter rides in the TAT's word (two bits, carried into a
-/// counter every fourth admission): four threads admitting at once, with a
+/// The admission counter rides in the TAT's word (four bits, carried into a
+/// counter every sixteenth admission): four threads admitting at once, with a
 /// reader taking snapshots meanwhile, end with every admission counted
 /// once, and no snapshot ever reports less than the one before it.
 #[test]

@@ -49,8 +49,8 @@ fn key(i: u8) -> u64 {
 /// of a request that never conforms.
 const END: u128 = u64::MAX as u128;
 /// The last nanosecond a schedule reaches (`watertight::rate::HORIZON`,
-/// 2^62 - 1): a request ending past it never conforms.
-const HORIZON: u128 = (1 << 62) - 1;
+/// 2^60 - 1): a request ending past it never conforms.
+const HORIZON: u128 = (1 << 60) - 1;
 
 #[derive(Default, Debug, PartialEq, Eq, Clone, Copy)]
 struct Counters {

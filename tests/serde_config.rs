@@ -881,21 +881,21 @@ fn bad_quotas_are_refused_naming_the_field() {
         "period",
         "must not be zero",
     );
-    // Above the schedule's horizon (2^62 - 1 ns, 146 years): absurd.
+    // Above the schedule's horizon (2^60 - 1 ns, 36 years): absurd.
     assert_names(
         quota(vec![("cells", V::U(5)), ("period", V::S("6000000h"))]),
         "period",
-        "146 years",
+        "36 years",
     );
-    // One cell per 100 years with a burst of 2: burst × T is past the horizon.
+    // One cell per 20 years with a burst of 2: burst × T is past the horizon.
     assert_names(
         quota(vec![
             ("cells", V::U(1)),
-            ("period", V::S("876000h")),
+            ("period", V::S("175200h")),
             ("burst", V::U(2)),
         ]),
         "burst",
-        "exceeds 146 years",
+        "exceeds 36 years",
     );
     assert_names(quota(vec![("cells", V::I(-1))]), "cells", "negative");
     assert_names(

@@ -64,7 +64,7 @@ fn works(quota: Quota) {
     }
     assert_eq!(r.check_n(burst), Ok(()), "{quota:?}: the burst from idle");
     let next = r.check();
-    // The schedule ends at `HORIZON` (2^62 − 1 ns), not at `u64::MAX`: a
+    // The schedule ends at `HORIZON` (2^60 − 1 ns), not at `u64::MAX`: a
     // cell whose arrival time would fall past it never conforms.
     if (u128::from(burst) + 1) * t.as_nanos() <= HORIZON.since_origin().as_nanos() {
         assert_eq!(

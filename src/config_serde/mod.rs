@@ -85,7 +85,7 @@
 //! `rate_` prefix (`RATE_CELLS=100`, `RATE_PERIOD=1m`: environment
 //! variables), not both; without either the policy has no rate limit.
 //! Three keys rather than one `"50/s"` string: each is one typed value with
-//! its own error (zero cells, a zero burst, a zero period or one above 146
+//! its own error (zero cells, a zero burst, a zero period or one above 36
 //! years are refused naming `rate_cells`, `rate_burst`, `rate_period`), the
 //! period takes every duration the other keys take (`"1m"`, `"2.5s"`), and
 //! the flat form follows the `cb_` and `retry_` keys. A request for more

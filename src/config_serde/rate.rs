@@ -54,7 +54,7 @@ pub(super) fn quota_error<E: de::Error>(prefix: &str, e: QuotaError) -> E {
 /// | key | unit | default |
 /// |---|---|---|
 /// | `cells` | cells per period (at least 1) | required |
-/// | `period` | duration (above zero, at most 146 years) | 1 s |
+/// | `period` | duration (above zero, at most 36 years) | 1 s |
 /// | `burst` | cells taken at once (at least 1) | `cells` |
 ///
 /// A duration is a number of seconds or a string with a unit (`"1m"`,

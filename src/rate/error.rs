@@ -41,7 +41,7 @@ pub enum RateError {
     /// The cells do not conform yet; [`NotYet`] says when they would.
     ///
     /// A request that would carry the limiter's schedule past its
-    /// [`HORIZON`](super::HORIZON) (`2^62 − 1` ns, about 146 years after the
+    /// [`HORIZON`](super::HORIZON) (`2^60 − 1` ns, about 36 years after the
     /// clock's origin) never conforms: it is refused with `ready_at` at
     /// [`Instant::MAX`].
     Limited(NotYet),
@@ -250,11 +250,11 @@ pub enum QuotaError {
     ZeroBurst,
     /// A period of zero is no rate.
     ZeroPeriod,
-    /// The period is longer than `2^62 − 1` nanoseconds (about 146 years,
+    /// The period is longer than `2^60 − 1` nanoseconds (about 36 years,
     /// the schedule's [`HORIZON`](super::HORIZON)).
     PeriodTooLong,
     /// `burst × T` (how far ahead of the schedule a caller may run) is longer
-    /// than `2^62 − 1` nanoseconds (about 146 years).
+    /// than `2^60 − 1` nanoseconds (about 36 years).
     BurstTooLong {
         /// The burst asked for.
         burst: u32,
@@ -271,10 +271,10 @@ impl QuotaError {
             QuotaError::ZeroBurst => panic!("a rate limit's burst must be at least 1"),
             QuotaError::ZeroPeriod => panic!("a rate limit's period must not be zero"),
             QuotaError::PeriodTooLong => {
-                panic!("a rate limit's period must not exceed 2^62 - 1 nanoseconds")
+                panic!("a rate limit's period must not exceed 2^60 - 1 nanoseconds")
             }
             QuotaError::BurstTooLong { .. } => {
-                panic!("a rate limit's burst × interval must not exceed 2^62 - 1 nanoseconds")
+                panic!("a rate limit's burst × interval must not exceed 2^60 - 1 nanoseconds")
             }
         }
     }
@@ -289,11 +289,11 @@ impl fmt::Display for QuotaError {
             QuotaError::ZeroBurst => f.write_str("a rate limit's burst must be at least 1"),
             QuotaError::ZeroPeriod => f.write_str("a rate limit's period must not be zero"),
             QuotaError::PeriodTooLong => {
-                f.write_str("a rate limit's period must not exceed 146 years (2^62 - 1 ns)")
+                f.write_str("a rate limit's period must not exceed 36 years (2^60 - 1 ns)")
             }
             QuotaError::BurstTooLong { burst, interval } => write!(
                 f,
-                "a rate limit's burst of {burst} cells {interval:?} apart exceeds 146 years (2^62 - 1 ns)"
+                "a rate limit's burst of {burst} cells {interval:?} apart exceeds 36 years (2^60 - 1 ns)"
             ),
         }
     }

@@ -64,18 +64,19 @@ pub use keyed::{
 pub use quota::Quota;
 pub use wait::{AcquireTimeout, AcquireUntil, UntilReady};
 
-use gcra::Slot;
+use gcra::{Slot, Step};
 
-/// The last instant a limiter's schedule reaches: `2^62 − 1` nanoseconds,
-/// about 146 years after its clock's origin (the first read in the process
+/// The last instant a limiter's schedule reaches: `2^60 − 1` nanoseconds,
+/// about 36 years after its clock's origin (the first read in the process
 /// for the std clocks, boot for embassy, zero for a new `ManualClock`).
 /// A request whose cells would end past it never conforms (it is refused
 /// with `ready_at` at [`Instant::MAX`]), and a [`Quota`] whose period or
 /// `burst × T` is longer is refused when it is made.
 ///
 /// The word that holds the schedule keeps the low bits of the admission
-/// counter under it (see [`RateLimiter`]'s Counters); that is what the two
-/// bits above the horizon buy.
+/// counter above it (see [`RateLimiter`]'s Counters); that is what the four
+/// bits above the horizon buy: an admission adds to a second counter once in
+/// sixteen, not once in four as with two (when the horizon was `2^62 − 1`).
 ///
 /// # Examples
 ///
@@ -84,7 +85,7 @@ use gcra::Slot;
 /// use watertight::clock::ManualClock;
 /// use watertight::rate::{Quota, RateLimiter, HORIZON};
 ///
-/// assert_eq!(HORIZON.since_origin(), Duration::from_nanos((1 << 62) - 1));
+/// assert_eq!(HORIZON.since_origin(), Duration::from_nanos((1 << 60) - 1));
 /// let clock = ManualClock::new();
 /// let r = RateLimiter::new("api", Quota::per_second(1), &clock);
 /// clock.set(HORIZON);
@@ -92,34 +93,51 @@ use gcra::Slot;
 /// ```
 pub const HORIZON: Instant = Instant::from_nanos(gcra::HORIZON_NANOS);
 
-/// Bits of the admission counter kept in the word, under the TAT. Two on
-/// every target (the TAT keeps 62, up to [`HORIZON`]); one under loom, so
-/// that its models reach a wrap in a few admissions.
+/// Bits of the admission counter kept in the word, above the TAT. Four on
+/// every target (the TAT keeps the low 60, up to [`HORIZON`]): the carry
+/// costs one admission in sixteen an atomic add. One under loom, so that its
+/// models reach a wrap in a few admissions.
 #[cfg(not(loom))]
-const COUNT_BITS: u32 = 2;
+const COUNT_BITS: u32 = 4;
 #[cfg(loom)]
 const COUNT_BITS: u32 = 1;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// Where the count starts: the TAT is the word's bits below it.
+const TAT_BITS: u32 = 64 - COUNT_BITS;
+const TAT_MASK: u64 = (1 << TAT_BITS) - 1;
 /// What one wrap of the word's count carries.
 const COUNT_PERIOD: usize = 1 << COUNT_BITS;
-const _: () = assert!(gcra::HORIZON_NANOS <= u64::MAX >> COUNT_BITS);
+const _: () = assert!(gcra::HORIZON_NANOS <= TAT_MASK);
 
 /// The TAT a word holds.
 #[inline(always)]
 const fn tat_of(w: u64) -> u64 {
-    w >> COUNT_BITS
+    w & TAT_MASK
+}
+
+/// The admission count a word holds (modulo [`COUNT_PERIOD`]).
+#[inline(always)]
+const fn count_of(w: u64) -> usize {
+    (w >> TAT_BITS) as usize
+}
+
+/// Whether an admission from `w` wraps the word's count.
+#[inline(always)]
+const fn wraps(w: u64) -> bool {
+    w | TAT_MASK == u64::MAX
 }
 
 /// `w` with its TAT set to `tat` (at most the horizon), its count kept.
 #[inline(always)]
 const fn with_tat(w: u64, tat: u64) -> u64 {
-    (tat << COUNT_BITS) | (w & COUNT_MASK)
+    (w & !TAT_MASK) | tat
 }
 
-/// `w` after an admission that moved the TAT to `tat`: one more in the count.
+/// `w` after an admission that moved the TAT to `tat`: one more in the
+/// count. Setting every TAT bit and adding one carries into the count, which
+/// wraps off the word's top at its period.
 #[inline(always)]
 const fn admitted_word(w: u64, tat: u64) -> u64 {
-    (tat << COUNT_BITS) | (w.wrapping_add(1) & COUNT_MASK)
+    (w | TAT_MASK).wrapping_add(1) | tat
 }
 
 /// A GCRA rate limit for one external system: `cells` per period, with a
@@ -158,8 +176,8 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 ///
 /// The TAT is kept in an [`AtomicU64`](core::sync::atomic::AtomicU64) of the
 /// clock's nanoseconds, taken from the crate's `sync` module
-/// (portable-atomic): its upper 62 bits, with the low 2 bits of the
-/// admission counter under it (see [Counters](Self#counters)). An
+/// (portable-atomic): its low 60 bits, with the low 4 bits of the
+/// admission counter above them (see [Counters](Self#counters)). An
 /// admission is one compare-and-swap (retried only if another caller
 /// changed the word in between); a refusal loads the word and writes
 /// nothing to it (it counts itself in a counter on another cache line). On
@@ -169,11 +187,14 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// lock shared by the fallback's words otherwise. A 32-bit tick form for
 /// those targets is future work.
 ///
-/// All arithmetic saturates or is checked: nothing panics or overflows for
+/// All arithmetic saturates, is checked or is bounded by the horizon (a
+/// quota's `burst × T` is at most the horizon, so is every TAT, and an
+/// admission's new TAT is compared with the horizon before it is formed):
+/// nothing panics or overflows for
 /// a clock at [`Instant::MAX`] or one that goes backwards (a backwards
 /// clock only finds the schedule further ahead of it, so it is refused more,
 /// never admitted more). A request whose new TAT would be past the
-/// schedule's [`HORIZON`] (`2^62 − 1` ns, about 146 years after the
+/// schedule's [`HORIZON`] (`2^60 − 1` ns, about 36 years after the
 /// clock's origin) never conforms: it is refused with
 /// `ready_at == Instant::MAX`, so the quota holds to the end of time rather
 /// than overflowing.
@@ -232,9 +253,9 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// [`metrics`](Self::metrics) returns admitted calls and cells, refused,
 /// waited (admissions that had to wait), cancelled waits and waiting now.
 /// What the hot path pays: an admission counts itself in the same
-/// compare-and-swap that moves the TAT, in the word's two low bits (as the
-/// bulkhead counts its acquisitions in its state word); once in four
-/// admissions those bits wrap and the admitter adds 4 to a carry on the
+/// compare-and-swap that moves the TAT, in the word's four top bits (as the
+/// bulkhead counts its acquisitions in its state word); once in sixteen
+/// admissions those bits wrap and the admitter adds 16 to a carry on the
 /// same cache line. Its cells beyond the first go to a cold counter only
 /// when a request takes several. A refusal adds one to a counter on a
 /// cold line: the one read-modify-write a refusal makes, which governor's
@@ -279,15 +300,15 @@ pub struct RateLimiter<C> {
 
 /// What every admission touches, on a cache line of its own (left unpadded
 /// on microcontrollers, `target_os = "none"`, which have no shared caches to
-/// protect): the word (the TAT and the admission counter's low bits) and the
-/// quota it is read with.
+/// protect): the word (the TAT and the admission counter's low bits above
+/// it) and the quota it is read with.
 #[cfg_attr(not(target_os = "none"), repr(C, align(64)))]
 #[cfg_attr(target_os = "none", repr(C))]
 struct Hot {
     word: AtomicU64,
     quota: Quota,
-    /// Admissions not in the word's low bits: a period for every wrap of
-    /// them (one admission in four, by the admitter that owns this line
+    /// Admissions not in the word's count bits: a period for every wrap of
+    /// them (one admission in sixteen, by the admitter that owns this line
     /// already), and one for every wait served.
     admitted_carry: AtomicUsize,
     /// The most `metrics` has reported, so that it never goes back (see
@@ -554,7 +575,7 @@ impl<C> RateLimiter<C> {
         }
     }
 
-    /// Admissions so far: the carry plus the word's low bits, never less
+    /// Admissions so far: the carry plus the word's count bits, never less
     /// than a snapshot reported before.
     ///
     /// The carry is read first (`Acquire`, pairing with the `Release` add
@@ -566,7 +587,7 @@ impl<C> RateLimiter<C> {
     /// the counter's wrap, so that it keeps counting after `usize::MAX`).
     fn admitted(&self) -> usize {
         let carry = self.hot.admitted_carry.load(Acquire);
-        let low = (self.hot.word.load(Relaxed) & COUNT_MASK) as usize;
+        let low = count_of(self.hot.word.load(Relaxed));
         let total = carry.wrapping_add(low);
         let mut seen = self.hot.admitted_seen.load(Relaxed);
         loop {
@@ -588,7 +609,7 @@ impl<C> RateLimiter<C> {
     /// carry if the word's count wrapped, the cells beyond the first.
     #[inline(always)]
     fn count_admitted(&self, old: u64, n: u32) {
-        if old & COUNT_MASK == COUNT_MASK {
+        if wraps(old) {
             self.hot.admitted_carry.fetch_add(COUNT_PERIOD, Release);
         }
         if n > 1 {
@@ -596,18 +617,15 @@ impl<C> RateLimiter<C> {
         }
     }
 
-    /// Counts a refusal and says when the cells would conform. Inlined:
-    /// a refusal is as common as an admission when a client is shed, and
-    /// a call out of line cost it ~2.5 ns (a quarter) in `benches/rate.rs`.
+    /// Counts a refusal of cells that would conform at `at` (`u64::MAX`:
+    /// never, past the horizon). Inlined: a refusal is as common as an
+    /// admission when a client is shed, and a call out of line cost it
+    /// ~2.5 ns (a quarter) in `benches/rate.rs`.
     #[inline(always)]
-    fn refuse(&self, now: u64, slot: Option<Slot>) -> RateError {
+    fn refuse(&self, now: u64, at: u64) -> RateError {
         if self.cold.count_refusals {
             self.cold.refused.fetch_add(1, Relaxed);
         }
-        let at = match slot {
-            Some(slot) => slot.at,
-            None => u64::MAX,
-        };
         #[cfg(feature = "tracing")]
         trace_refusal(self.name, now, at);
         RateError::Limited(NotYet::new(
@@ -625,18 +643,18 @@ impl<C> RateLimiter<C> {
         }
     }
 
-    /// Takes `inc` nanoseconds of cells (`n` cells) at `now` if they
-    /// conform.
+    /// Takes `inc` nanoseconds of cells (`n` cells, `inc` at most the
+    /// quota's `burst × T`) at `now` if they conform.
     #[inline(always)]
     fn take(&self, n: u32, inc: u64, now: u64) -> Result<(), RateError> {
         let tolerance = self.hot.quota.tolerance_nanos();
         let mut w = self.hot.word.load(Relaxed);
         loop {
-            match gcra::place(tat_of(w), now, inc, tolerance) {
-                Some(slot) if slot.at <= now => {
+            match gcra::step(tat_of(w), now, inc, tolerance) {
+                Step::Admit(end) => {
                     match self.hot.word.compare_exchange_weak(
                         w,
-                        admitted_word(w, slot.end),
+                        admitted_word(w, end),
                         Relaxed,
                         Relaxed,
                     ) {
@@ -647,7 +665,7 @@ impl<C> RateLimiter<C> {
                         Err(actual) => w = actual,
                     }
                 }
-                other => return Err(self.refuse(now, other)),
+                Step::Refuse(at) => return Err(self.refuse(now, at)),
             }
         }
     }
@@ -739,7 +757,8 @@ impl<C: Clock> RateLimiter<C> {
             let slot = match gcra::place(tat_of(w), now, inc, tolerance) {
                 // Conforms now (even past the deadline), or by the deadline.
                 Some(slot) if slot.at <= now || slot.at <= deadline.as_nanos() => slot,
-                other => return Begin::Refused(self.refuse(now, other)),
+                Some(slot) => return Begin::Refused(self.refuse(now, slot.at)),
+                None => return Begin::Refused(self.refuse(now, u64::MAX)),
             };
             let now_ok = slot.at <= now;
             // A reservation is counted when it is served (in the carry).

@@ -28,7 +28,7 @@ use crate::clock::nanos;
 ///   asked one by less than one nanosecond per cell, which matters only
 ///   near 10⁹ cells a second (`Quota::new(u32::MAX, 1 s)` is one per ns).
 /// - **Validated once, here.** Zero cells, a zero burst, a zero period, a
-///   period above `2^62 − 1` ns (about 146 years, the schedule's
+///   period above `2^60 − 1` ns (about 36 years, the schedule's
 ///   [`HORIZON`](super::HORIZON)) and a burst whose `burst × T` is longer
 ///   than that are refused: the `const fn`s panic
 ///   (a compile-time error in a `static` or `const`), the `try_*` forms
@@ -159,8 +159,8 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroCells`], [`QuotaError::ZeroPeriod`],
-    /// [`QuotaError::PeriodTooLong`] (above `2^62 − 1` nanoseconds, about
-    /// 146 years: [`HORIZON`](super::HORIZON)), or
+    /// [`QuotaError::PeriodTooLong`] (above `2^60 − 1` nanoseconds, about
+    /// 36 years: [`HORIZON`](super::HORIZON)), or
     /// [`QuotaError::BurstTooLong`] if `cells × T` is longer than that.
     ///
     /// # Examples
@@ -223,7 +223,7 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroBurst`], or [`QuotaError::BurstTooLong`] if
-    /// `burst × T` is longer than `2^62 − 1` nanoseconds (about 146 years:
+    /// `burst × T` is longer than `2^60 − 1` nanoseconds (about 36 years:
     /// [`HORIZON`](super::HORIZON)).
     ///
     /// # Examples

@@ -67,8 +67,8 @@ pub enum Op {
 /// of a request that never conforms.
 const END: u128 = u64::MAX as u128;
 /// The last nanosecond a schedule reaches (`watertight::rate::HORIZON`,
-/// 2^62 - 1): a request ending past it never conforms.
-const HORIZON: u128 = (1 << 62) - 1;
+/// 2^60 - 1): a request ending past it never conforms.
+const HORIZON: u128 = (1 << 60) - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RefWait {

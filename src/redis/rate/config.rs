@@ -330,7 +330,7 @@ impl GlobalRateConfigBuilder {
 /// use watertight::rate::Quota;
 /// use watertight::redis::{GlobalRateConfig, GlobalRateConfigError};
 ///
-/// let err = GlobalRateConfig::builder(Quota::per_hour(1).burst(400_000)).build().unwrap_err();
+/// let err = GlobalRateConfig::builder(Quota::per_hour(1).burst(315_000)).build().unwrap_err();
 /// assert_eq!(err, GlobalRateConfigError::WindowTooLong);
 /// assert_eq!(err.to_string(), "the burst window (burst × interval) is above 2^50 µs (about 35 years)");
 /// ```
