@@ -256,7 +256,9 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// compare-and-swap that moves the TAT, in the word's four top bits (as the
 /// bulkhead counts its acquisitions in its state word); once in sixteen
 /// admissions those bits wrap and the admitter adds 16 to a carry on the
-/// same cache line. Its cells beyond the first go to a cold counter only
+/// cold cache line (on the word's line, that add could take the line from
+/// another thread between its load and its compare-and-swap: with two
+/// threads admitting on one limiter it cost more than it saved). Its cells beyond the first go to a cold counter only
 /// when a request takes several. A refusal adds one to a counter on a
 /// cold line: the one read-modify-write a refusal makes, which governor's
 /// (which counts nothing) does not, and most of a refusal's cost (about 10
@@ -294,7 +296,6 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 pub struct RateLimiter<C> {
     hot: Hot,
     cold: Cold,
-    name: &'static str,
     clock: C,
 }
 
@@ -307,18 +308,24 @@ pub struct RateLimiter<C> {
 struct Hot {
     word: AtomicU64,
     quota: Quota,
+    /// Read only (by a refusal's tracing event): here, in what would be
+    /// padding.
+    name: &'static str,
+}
+
+/// What refusals, multi-cell admissions, waits, readers and one admission
+/// in sixteen touch.
+#[repr(C)]
+struct Cold {
     /// Admissions not in the word's count bits: a period for every wrap of
-    /// them (one admission in sixteen, by the admitter that owns this line
-    /// already), and one for every wait served.
+    /// them (one admission in sixteen), and one for every wait served. Off
+    /// the word's line: with two threads admitting on one limiter, an add
+    /// there right after a compare-and-swap could take the line back from
+    /// the other thread between its load and its compare-and-swap.
     admitted_carry: AtomicUsize,
     /// The most `metrics` has reported, so that it never goes back (see
     /// `admitted`); written only by readers.
     admitted_seen: AtomicUsize,
-}
-
-/// What refusals, multi-cell admissions, waits and readers touch.
-#[repr(C)]
-struct Cold {
     extra_cells: AtomicUsize,
     refused: AtomicUsize,
     waited: AtomicUsize,
@@ -331,8 +338,8 @@ struct Cold {
 }
 
 // The sizes the docs and README report, checked at compile time: one
-// 64-byte line for the TAT, the admitted counter and the quota, one for
-// the cold counters, the name and a zero-sized clock, on x86_64.
+// 64-byte line for the TAT, the quota and the name, one for the counters
+// (the admission carry among them), and a zero-sized clock, on x86_64.
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 const _: () = assert!(core::mem::size_of::<RateLimiter<()>>() == 128);
 #[cfg(all(target_os = "none", target_pointer_width = "32"))]
@@ -404,10 +411,11 @@ impl<C> RateLimiter<C> {
                 hot: Hot {
                     word: AtomicU64::new(0),
                     quota,
-                    admitted_carry: AtomicUsize::new(0),
-                    admitted_seen: AtomicUsize::new(0),
+                    name,
                 },
                 cold: Cold {
+                    admitted_carry: AtomicUsize::new(0),
+                    admitted_seen: AtomicUsize::new(0),
                     extra_cells: AtomicUsize::new(0),
                     refused: AtomicUsize::new(0),
                     waited: AtomicUsize::new(0),
@@ -415,7 +423,6 @@ impl<C> RateLimiter<C> {
                     waiting: AtomicUsize::new(0),
                     count_refusals: true,
                 },
-                name,
                 clock,
             }
         }
@@ -486,7 +493,7 @@ impl<C> RateLimiter<C> {
     /// assert_eq!(r.name(), "payments");
     /// ```
     pub fn name(&self) -> &'static str {
-        self.name
+        self.hot.name
     }
 
     /// The quota given at construction.
@@ -564,7 +571,7 @@ impl<C> RateLimiter<C> {
     pub fn metrics(&self) -> RateMetrics {
         let admitted = self.admitted();
         RateMetrics {
-            name: self.name,
+            name: self.hot.name,
             quota: self.hot.quota,
             admitted,
             admitted_cells: admitted.wrapping_add(self.cold.extra_cells.load(Relaxed)),
@@ -586,16 +593,16 @@ impl<C> RateLimiter<C> {
     /// snapshot from reporting less than an earlier one (compared modulo
     /// the counter's wrap, so that it keeps counting after `usize::MAX`).
     fn admitted(&self) -> usize {
-        let carry = self.hot.admitted_carry.load(Acquire);
+        let carry = self.cold.admitted_carry.load(Acquire);
         let low = count_of(self.hot.word.load(Relaxed));
         let total = carry.wrapping_add(low);
-        let mut seen = self.hot.admitted_seen.load(Relaxed);
+        let mut seen = self.cold.admitted_seen.load(Relaxed);
         loop {
             if (total.wrapping_sub(seen) as isize) <= 0 {
                 return seen;
             }
             match self
-                .hot
+                .cold
                 .admitted_seen
                 .compare_exchange_weak(seen, total, Relaxed, Relaxed)
             {
@@ -610,7 +617,7 @@ impl<C> RateLimiter<C> {
     #[inline(always)]
     fn count_admitted(&self, old: u64, n: u32) {
         if wraps(old) {
-            self.hot.admitted_carry.fetch_add(COUNT_PERIOD, Release);
+            self.cold.admitted_carry.fetch_add(COUNT_PERIOD, Release);
         }
         if n > 1 {
             self.cold.extra_cells.fetch_add(n as usize - 1, Relaxed);
@@ -627,7 +634,7 @@ impl<C> RateLimiter<C> {
             self.cold.refused.fetch_add(1, Relaxed);
         }
         #[cfg(feature = "tracing")]
-        trace_refusal(self.name, now, at);
+        trace_refusal(self.hot.name, now, at);
         RateError::Limited(NotYet::new(
             Instant::from_nanos(now),
             Instant::from_nanos(at),
@@ -789,7 +796,7 @@ impl<C: Clock> RateLimiter<C> {
     pub(crate) fn served(&self, n: u32) {
         self.cold.waiting.fetch_sub(1, Relaxed);
         self.cold.waited.fetch_add(1, Relaxed);
-        self.hot.admitted_carry.fetch_add(1, Release);
+        self.cold.admitted_carry.fetch_add(1, Release);
         if n > 1 {
             self.cold.extra_cells.fetch_add(n as usize - 1, Relaxed);
         }
@@ -974,7 +981,7 @@ pub(crate) enum Begin {
 impl<C> fmt::Debug for RateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
-            .field("name", &self.name)
+            .field("name", &self.hot.name)
             .field("quota", &self.hot.quota)
             .field(
                 "tat",
