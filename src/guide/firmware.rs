@@ -23,9 +23,9 @@
 //! | + deadline (`deadline::timeout`): the default build | 8 432 | 760 | +5 860 | 8 640 | 764 | +5 996 |
 //! | **+ a wait of up to 15 ms for a slot** (`acquire_timeout`), still no `alloc` and no global allocator (`--features wait`) | 11 628 | 760 | +9 056 | 12 668 | 764 | +10 024 |
 //! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 744 | 8 984 | +9 172 | 12 792 | 8 988 | +10 148 |
-//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 100 | 2 984 | +4 528 | 7 572 | 3 000 | +4 928 |
-//! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 800 | 836 | +4 228 | 7 184 | 840 | +4 540 |
-//! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 14 028 | 3 084 | +11 456 | 15 708 | 3 064 | +13 064 |
+//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 152 | 2 984 | +4 580 | 7 536 | 3 000 | +4 892 |
+//! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 796 | 836 | +4 224 | 7 196 | 840 | +4 552 |
+//! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 14 076 | 3 084 | +11 504 | 15 756 | 3 064 | +13 112 |
 //!
 //! The firmware's `release` profile is `opt-level = "z"`, as size-bound
 //! firmware usually is; `release-s` is the same at `"s"`. The target —
@@ -66,9 +66,9 @@
 //!
 //! | the limiter | flash `"z"` | RAM `"z"` | flash `"s"` | RAM `"s"` |
 //! |---|---|---|---|---|
-//! | `check()`, fail-fast (`rate` − `no-deadline`) | +732 | +2 300 | +864 | +2 312 |
-//! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+372** | **+152** | +476 | +152 |
-//! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 480 | +2 324 | +3 044 | +2 300 |
+//! | `check()`, fail-fast (`rate` − `no-deadline`) | +720 | +2 300 | +828 | +2 312 |
+//! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+364** | **+152** | +488 | +152 |
+//! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 448 | +2 324 | +3 088 | +2 300 |
 //!
 //! The Cortex-M4F has 32-bit atomics but no 64-bit ones, so the limiter's
 //! one 64-bit word (the theoretical arrival time) goes through

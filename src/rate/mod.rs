@@ -75,8 +75,8 @@ use gcra::{Slot, Step};
 ///
 /// The word that holds the schedule keeps the low bits of the admission
 /// counter above it (see [`RateLimiter`]'s Counters); that is what the four
-/// bits above the horizon buy: an admission adds to a second counter once in
-/// sixteen, not once in four as with two (when the horizon was `2^62 − 1`).
+/// bits above the horizon buy: an admission adds to a second counter only
+/// once in sixteen.
 ///
 /// # Examples
 ///
@@ -190,12 +190,11 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// All arithmetic saturates, is checked or is bounded by the horizon (a
 /// quota's `burst × T` is at most the horizon, so is every TAT, and an
 /// admission's new TAT is compared with the horizon before it is formed):
-/// nothing panics or overflows for
-/// a clock at [`Instant::MAX`] or one that goes backwards (a backwards
-/// clock only finds the schedule further ahead of it, so it is refused more,
-/// never admitted more). A request whose new TAT would be past the
-/// schedule's [`HORIZON`] (`2^60 − 1` ns, about 36 years after the
-/// clock's origin) never conforms: it is refused with
+/// nothing panics or overflows for a clock at [`Instant::MAX`] or one that
+/// goes backwards (a backwards clock only finds the schedule further ahead
+/// of it, so it is refused more, never admitted more). A request whose new
+/// TAT would be past the schedule's [`HORIZON`] (`2^60 − 1` ns, about 36
+/// years after the clock's origin) never conforms: it is refused with
 /// `ready_at == Instant::MAX`, so the quota holds to the end of time rather
 /// than overflowing.
 ///
@@ -258,8 +257,9 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// admissions those bits wrap and the admitter adds 16 to a carry on the
 /// cold cache line (on the word's line, that add could take the line from
 /// another thread between its load and its compare-and-swap: with two
-/// threads admitting on one limiter it cost more than it saved). Its cells beyond the first go to a cold counter only
-/// when a request takes several. A refusal adds one to a counter on a
+/// threads admitting on one limiter it cost more than it saved). Its cells
+/// beyond the first go to a cold counter only when a request takes
+/// several. A refusal adds one to a counter on a
 /// cold line: the one read-modify-write a refusal makes, which governor's
 /// (which counts nothing) does not, and most of a refusal's cost (about 10
 /// of 23 ns in `benches/rate.rs`); a limiter made
