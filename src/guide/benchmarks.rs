@@ -1002,20 +1002,23 @@
 //! | | `StdClock` | 63.9 | | 1.50 | 32.2 | | **0.75** | 65.8 | | **0.74** |
 //!
 //! The two-thread rows are bimodal on this machine: each sample spawns
-//! its two threads afresh, and whether they run on the two cores at once
-//! or take turns on one (the other builds hold the rest) gives about 40 ns
-//! or 75–130 ns per check, for ours and governor's alike; a row whose two
+//! its two threads afresh, and they either take turns on one core (the
+//! other builds hold the other), about 40 ns per check, twice a
+//! one-thread check and no contention at all, or run on both cores at
+//! once, 75–140 ns, the word's cache line moving between the cores at
+//! every check. That holds for ours and governor's alike; a row whose two
 //! limiters landed in different modes (run 2's 64.9 against 39.1, run 3's
-//! 39.1 against 131.8) says nothing about either. So the two
-//! groups that decide the target were also run alone, our `QuantaClock`
-//! limiter and governor in each run, 11 runs one after the other (load
-//! average 1.8–3.2):
+//! 39.1 against 131.8) says nothing about either. So the two groups that
+//! decide the target were also run alone, our `QuantaClock` limiter and
+//! governor in each run, 11 runs one after the other (load average
+//! 1.8–3.2), and the two-thread runs sorted by mode:
 //!
-//! | `QuantaClock`, ours ÷ governor | median | range | at or below 1.0 |
-//! |---|---|---|---|
-//! | `check()` admitted, 1 thread | **0.974** | 0.966–1.062 (19.0–21.0 ns against 19.5–20.3) | 9 of 11 |
-//! | `check()` admitted, 2 threads on one key | **0.93** | 0.32–1.85 | 9 of 11 |
-//! | the same, the two runs where both were in the ~40 ns mode | | 0.925, 0.980 (39.1 and 40.3 ns against 42.3 and 41.1) | 2 of 2 |
+//! | `QuantaClock`, ours ÷ governor | runs | median | range | at or below 1.0 |
+//! |---|---|---|---|---|
+//! | `check()` admitted, 1 thread | 11 | **0.974** | 0.966–1.062 (19.0–21.0 ns against 19.5–20.3) | 9 of 11 |
+//! | `check()` admitted, 2 threads on one key, each on a core of its own (contended) | 7 | **0.80** | 0.59–1.01 (80.9–120.1 ns against 108.1–141.2) | 6 of 7 |
+//! | the same, both taking turns on one core | 2 (and run 1 above) | | 0.925, 0.980, 1.007 (39.1–40.3 ns against 40.1–42.3) | 2 of 3 |
+//! | the same, the two limiters in different modes | 2 | | (not comparable) | |
 //!
 //! The keyed table against the maps it was chosen against (one GCRA step on
 //! one of 512 live `u64` keys under one `std::sync::Mutex`; ours reads a
@@ -1036,23 +1039,27 @@
 //!   0.974 in eleven runs of the pair alone (9 at or below 1.0, the others
 //!   1.006 and 1.062): about half a nanosecond of 20, which is less than
 //!   this machine's noise from one run to the next. On two threads on one
-//!   key the two are even where they can be compared (0.93–1.01, both
-//!   limiters in the same mode); keyed, on one or two threads, ours
-//!   is faster (0.54–0.75, but for run 2's two-thread row, where the modes
+//!   key, contended (each thread on a core), ours is faster: a median of
+//!   0.80 (0.59–1.01) in the seven runs where both limiters were in that
+//!   mode; taking turns on one core, where a two-thread check is two
+//!   one-thread checks, 0.93–1.01. Keyed, on one or two threads, ours is
+//!   faster (0.54–0.75, but for run 2's two-thread row, where the modes
 //!   differ). What brought the admission from 1.10× to below governor's:
 //!   the admission counter's bits in the word went from 2 to 4 (its carry,
 //!   an atomic add, comes once in sixteen admissions instead of four), the
-//!   carry moved off the word's cache line (on two threads it took the
-//!   line back from the other thread), and the check's step builds no
-//!   `Option` and saturates nothing (`gcra::step`): 48 instructions per
-//!   admitted iteration of the bench's loop, the clock's `rdtsc` call
-//!   aside, where governor's takes about 57 with its two calls. The rest
-//!   of a check is the clock read and the compare-and-swap, the same in
-//!   both.
+//!   carry moved off the word's cache line (so that it cannot take the line
+//!   from another thread between its load and its compare-and-swap; these
+//!   runs cannot tell that apart from the noise), and the check's step
+//!   builds no `Option` and saturates nothing (`gcra::step`): 48
+//!   instructions (and a padding nop) per admitted iteration of the bench's
+//!   loop, the clock's `rdtsc` call aside, where governor's takes 56 with
+//!   its two calls. The rest of a check is the clock read and the compare-and-swap,
+//!   the same in both.
 //! - **Refusal**, counted, is 1.19–1.27× governor's on the same clock, and
-//!   cheaper than our own admission. The difference from governor is the
-//!   `refused` counter: one relaxed atomic add, which governor does not
-//!   keep (it counts nothing). A limiter made
+//!   no dearer than our own admission (19.1–30.2 ns against 19.6–33.0).
+//!   The difference from governor is the `refused` counter: one relaxed
+//!   atomic add, which governor does not keep (it counts nothing). A
+//!   limiter made
 //!   [`without_refusal_count`](crate::rate::RateLimiter::without_refusal_count)
 //!   leaves the add out: 0.68–0.84× governor's. The add is most of a
 //!   refusal here: one locked instruction on this virtual machine costs

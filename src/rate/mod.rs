@@ -255,9 +255,10 @@ const fn admitted_word(w: u64, tat: u64) -> u64 {
 /// compare-and-swap that moves the TAT, in the word's four top bits (as the
 /// bulkhead counts its acquisitions in its state word); once in sixteen
 /// admissions those bits wrap and the admitter adds 16 to a carry on the
-/// cold cache line (on the word's line, that add could take the line from
-/// another thread between its load and its compare-and-swap: with two
-/// threads admitting on one limiter it cost more than it saved). Its cells
+/// cold cache line (on the word's line, that locked add could take the
+/// line from another thread between its load and its compare-and-swap;
+/// the bench's two-thread runs are too noisy to show the difference
+/// either way). Its cells
 /// beyond the first go to a cold counter only when a request takes
 /// several. A refusal adds one to a counter on a
 /// cold line: the one read-modify-write a refusal makes, which governor's
@@ -319,8 +320,8 @@ struct Hot {
 struct Cold {
     /// Admissions not in the word's count bits: a period for every wrap of
     /// them (one admission in sixteen), and one for every wait served. Off
-    /// the word's line: with two threads admitting on one limiter, an add
-    /// there right after a compare-and-swap could take the line back from
+    /// the word's line: with two threads admitting on one limiter, a locked
+    /// add there right after a compare-and-swap could take the line from
     /// the other thread between its load and its compare-and-swap.
     admitted_carry: AtomicUsize,
     /// The most `metrics` has reported, so that it never goes back (see
