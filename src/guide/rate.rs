@@ -53,9 +53,9 @@
 //!
 //! | clock | a read | a `check()` (admitted, this machine) | pick it for |
 //! |---|---|---|---|
-//! | `StdClock` (feature `std`) | `clock_gettime`, 20–55 ns on this virtual machine | 25–30 ns | a check per request of a modest service |
-//! | `QuantaClock` (feature `quanta`) | the CPU's counter, scaled (governor's clock) | 19–20 ns, 0.97× governor's (median of 11 runs) | a busy server that wants nanosecond resolution |
-//! | `CoarseClock` (feature `std`) | one relaxed load, refreshed every 1 ms | 9–14 ns, half of governor's or less | a busy server whose emission interval is well above 1 ms |
+//! | `StdClock` (feature `std`) | `clock_gettime`, 20–55 ns on this virtual machine | 21–22 ns (about 1.1× governor's) | a check per request of a modest service |
+//! | `QuantaClock` (feature `quanta`) | the CPU's counter, scaled (governor's clock) | 19 ns, 0.97× governor's | a busy server that wants nanosecond resolution |
+//! | `CoarseClock` (feature `std`) | one relaxed load, refreshed every 1 ms | 9 ns, under half of governor's | a busy server whose emission interval is well above 1 ms |
 //! | `EmbassyClock` (feature `embassy`) | the chip's tick | – | firmware |
 //!
 //! The figures and how they were taken: [benchmarks](super::benchmarks).
