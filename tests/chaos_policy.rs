@@ -212,3 +212,23 @@ fn the_same_seed_gives_the_same_faults_as_inject() {
     }
     assert_eq!(through_policy.metrics(), bare.metrics());
 }
+
+#[test]
+fn a_panicking_fault_maker_records_a_failure_and_gives_the_slot_back() {
+    // The injected start runs outside the breaker's unwind guard, with its
+    // permit kept in the future: dropped while unwinding, the future
+    // records the failure and gives the slot back.
+    let clock = ManualClock::new();
+    let p = policy(&clock);
+    let config = ChaosConfig::builder()
+        .error(1.0, || panic!("the maker broke"))
+        .build()
+        .unwrap();
+    let chaos = Injector::new("pricing", config, &clock);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        block_on(p.call_injected(&chaos, || async { Ok::<u16, &str>(200) }))
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(p.breaker().metrics().failed_calls, 1);
+    assert_eq!(p.bulkhead().available(), 4, "the slot came back");
+}

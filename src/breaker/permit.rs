@@ -527,6 +527,17 @@ impl<K> Admission<K> {
         self.tag = Some(raw.tag());
     }
 
+    /// Puts a permit just taken into the future, if there is one, before
+    /// something that may unwind is run outside [`poll_with`](Self::poll_with)
+    /// (which then takes it back): dropped while unwinding, the future
+    /// records a failure with it ([`abandon`](Self::abandon)).
+    #[inline(always)]
+    pub(crate) fn keep_admitted(&mut self, admitted: Option<Raw>) {
+        if let Some(raw) = admitted {
+            self.keep(raw);
+        }
+    }
+
     /// One poll of the call: admits it if it is not admitted yet, polls
     /// `call` under [`fail_on_unwind`], and when it is ready classifies its
     /// result and records the outcome. `Ready(Ok(result))`: the call's

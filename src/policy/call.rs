@@ -61,16 +61,41 @@ mod sealed {
         #[doc(hidden)]
         type Future: Future;
         /// `Ready(Ok(future))` once the call is made; `Ready(Err(output))`
-        /// when starting it already failed (a service's readiness error,
-        /// an injected fault). `spare`: the policy's clock and a sleep it
-        /// no longer needs, for a start that must wait (an injected
-        /// latency).
+        /// when starting it already failed (a service's readiness error).
         #[doc(hidden)]
-        fn poll_dispatch<T: Timer>(
+        fn poll_dispatch(
+            &mut self,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<Self::Future, <Self::Future as Future>::Output>>;
+
+        /// Whether [`poll_before`](Self::poll_before) has anything to do
+        /// before the call is made (an enabled injector, a latency under
+        /// way); false once the call is made. Asked at every poll of the
+        /// call: a load and a compare at most.
+        #[doc(hidden)]
+        #[inline(always)]
+        fn before(&self) -> bool {
+            false
+        }
+
+        /// What comes before the call is made, when [`before`](Self::before)
+        /// says so: `Ready(Ok(()))` to make it now, `Ready(Err(output))`
+        /// with an output in its place (an injected fault), `Pending` to
+        /// wait (an injected latency, in `spare`: the policy's clock and
+        /// the slot wait's sleep, idle once the call starts). Polled
+        /// outside the breaker's unwind guard, its permit kept in the
+        /// future (so that an unwind records a failure as the future
+        /// drops), and out of line: the plain call's poll keeps nothing
+        /// alive across it.
+        #[doc(hidden)]
+        fn poll_before<T: Timer>(
             &mut self,
             spare: Spare<'_, T>,
             cx: &mut Context<'_>,
-        ) -> Poll<Result<Self::Future, <Self::Future as Future>::Output>>;
+        ) -> Poll<Result<(), <Self::Future as Future>::Output>> {
+            let _ = (spare, cx);
+            Poll::Ready(Ok(()))
+        }
     }
 
     /// The policy's clock and its slot wait's sleep, idle once the call
@@ -156,11 +181,7 @@ pub struct Make<F>(pub(super) Option<F>);
 impl<F: FnOnce() -> Fut, Fut: Future> Dispatch for Make<F> {
     type Future = Fut;
     #[inline]
-    fn poll_dispatch<T: Timer>(
-        &mut self,
-        _: Spare<'_, T>,
-        _: &mut Context<'_>,
-    ) -> Poll<Result<Fut, Fut::Output>> {
+    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
         let make = self.0.take().expect("a call is made once");
         Poll::Ready(Ok(make()))
     }
@@ -602,15 +623,28 @@ where
     K: Classify<T, E>,
 {
     let Parts { breaker, clock, .. } = this.slot.policy.parts();
+    let mut admitted = admitted;
+    // What comes before the call (an injected fault), if anything: one
+    // branch here for a plain call. Its permit waits in the future, where
+    // an unwind out of it records a failure as the future drops.
+    let mut before = Poll::Ready(Ok(()));
+    if this.dispatch.before() {
+        this.admission.keep_admitted(admitted.take());
+        // The slot wait is over: its sleep is the start's to use.
+        let spare = Spare {
+            clock,
+            sleep: this.slot_sleep.as_mut(),
+        };
+        before = this.dispatch.poll_before(spare, cx);
+    }
     let (dispatch, fut) = (&mut *this.dispatch, this.fut.as_mut());
-    // The slot wait is over: its sleep is the start's to use.
-    let spare = Spare {
-        clock,
-        sleep: this.slot_sleep.as_mut(),
-    };
     let polled = ready!(this
         .admission
-        .poll_with(breaker, admitted, || poll_call(dispatch, spare, fut, cx)));
+        .poll_with(breaker, admitted, || match before {
+            Poll::Ready(Ok(())) => poll_call(dispatch, fut, cx),
+            Poll::Ready(Err(output)) => Poll::Ready(output),
+            Poll::Pending => Poll::Pending,
+        }));
     this.fut.set(None);
     this.sleep.set(None);
     Poll::Ready(polled)
@@ -661,14 +695,13 @@ fn slot_refusal<E>(e: AcquireError) -> ErrorKind<E> {
 }
 
 /// Starts the call if it is not started yet, and polls it.
-fn poll_call<D: Dispatch, T: Timer>(
+fn poll_call<D: Dispatch>(
     dispatch: &mut D,
-    spare: Spare<'_, T>,
     mut fut: Pin<&mut Option<D::Future>>,
     cx: &mut Context<'_>,
 ) -> Poll<OutputOf<D>> {
     if fut.is_none() {
-        match core::task::ready!(dispatch.poll_dispatch(spare, cx)) {
+        match core::task::ready!(dispatch.poll_dispatch(cx)) {
             Ok(started) => fut.set(Some(started)),
             Err(output) => return Poll::Ready(output),
         }

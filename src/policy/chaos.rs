@@ -18,7 +18,9 @@ enum Stage {
     Fresh,
     /// An injected latency, sleeping in the policy's spare sleep.
     Sleeping,
-    /// Made after its latency (the policy polls it, not the start).
+    /// Decided: the call is to be made (passed, or its latency slept).
+    Passed,
+    /// Made: the policy polls the call's own future.
     Made,
     /// An injected hang: never started.
     Hung,
@@ -71,24 +73,30 @@ where
     type Future = Fut;
 
     #[inline]
-    fn poll_dispatch<T: Timer>(
+    fn poll_dispatch(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut, O>> {
+        self.stage = Stage::Made;
+        self.make.poll_dispatch(cx)
+    }
+
+    // The one thing a disabled injector does on the policy's hot path: a
+    // load and a branch. The rest (a draw, a fault) is `poll_before`, out
+    // of line, and only decides whether the call is made.
+    #[inline(always)]
+    fn before(&self) -> bool {
+        match self.stage {
+            Stage::Fresh => self.chaos.is_enabled(),
+            Stage::Sleeping | Stage::Hung => true,
+            Stage::Passed | Stage::Made => false,
+        }
+    }
+
+    #[inline(never)]
+    fn poll_before<T: Timer>(
         &mut self,
         spare: Spare<'_, T>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Fut, O>> {
-        // The one path a disabled injector takes is a load and a branch.
-        // The rest (a draw, a fault) only decides, out of line, whether
-        // the call is made: it is made here, at one place, so that the
-        // policy's first poll of it stays as it is without an injector.
-        if self.stage != Stage::Fresh || self.chaos.is_enabled() {
-            match self.start_or_resume(spare, cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(out)) => return Poll::Ready(Err(out)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        let make = self.make.0.take().expect("a call is made once");
-        Poll::Ready(Ok(make()))
+    ) -> Poll<Result<(), O>> {
+        self.start_or_resume(spare, cx)
     }
 }
 
@@ -107,7 +115,10 @@ impl<C, O, F> Injected<'_, C, O, F> {
         match self.stage {
             Stage::Fresh => match self.chaos.draw() {
                 // Passed, or disabled since the flag was read.
-                None => Poll::Ready(Ok(())),
+                None => {
+                    self.stage = Stage::Passed;
+                    Poll::Ready(Ok(()))
+                }
                 Some(Fault::Latency) => {
                     let until = clock.now().saturating_add(self.chaos.latency());
                     sleep.set(Some(clock.sleep_until(until)));
@@ -122,7 +133,10 @@ impl<C, O, F> Injected<'_, C, O, F> {
                     Some(out) => Poll::Ready(Err(out)),
                     // Not reached: the builder sets a rate above zero only
                     // with its maker. Were it, the call would be made.
-                    None => Poll::Ready(Ok(())),
+                    None => {
+                        self.stage = Stage::Passed;
+                        Poll::Ready(Ok(()))
+                    }
                 },
             },
             Stage::Sleeping => {
@@ -130,12 +144,14 @@ impl<C, O, F> Injected<'_, C, O, F> {
                     core::task::ready!(s.poll(cx));
                     sleep.set(None);
                 }
-                self.stage = Stage::Made;
+                self.stage = Stage::Passed;
                 Poll::Ready(Ok(()))
             }
             // Nothing will ever wake a hang, and nothing needs to: the
             // policy's call timeout (or the caller's budget) ends it.
-            Stage::Hung | Stage::Made => Poll::Pending,
+            Stage::Hung => Poll::Pending,
+            // Not asked: `before` says there is nothing to do.
+            Stage::Passed | Stage::Made => Poll::Ready(Ok(())),
         }
     }
 }

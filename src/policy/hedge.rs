@@ -8,7 +8,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::call::{Dispatch, Handle, PolicyCall, SleepOf, Spare};
+use super::call::{Dispatch, Handle, PolicyCall, SleepOf};
 use super::error::{Error, ErrorKind};
 use super::Policy;
 use crate::breaker::{Classify, ErrIsFailure, Outcome, WindowStorage};
@@ -203,11 +203,7 @@ impl<F: FnMut() -> Fut, Fut: Future> Relend for MakeEach<F> {
 
 impl<F: FnMut() -> Fut, Fut: Future> Dispatch for MakeEach<F> {
     type Future = Fut;
-    fn poll_dispatch<T: Timer>(
-        &mut self,
-        _: Spare<'_, T>,
-        _: &mut Context<'_>,
-    ) -> Poll<Result<Fut, Fut::Output>> {
+    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
         let make = self
             .make
             .as_mut()

@@ -47,7 +47,7 @@ mod retry;
 
 // For the tower services, which start and judge calls their own way.
 #[cfg(feature = "tower")]
-pub(crate) use call::{Dispatch, Redispatch, Spare};
+pub(crate) use call::{Dispatch, Redispatch};
 pub use call::{Make, PolicyCall};
 #[cfg(feature = "chaos")]
 #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]

@@ -6,7 +6,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::call::{Dispatch, Handle, PolicyCall, Redispatch, SleepOf, Spare};
+use super::call::{Dispatch, Handle, PolicyCall, Redispatch, SleepOf};
 use super::error::{Error, ErrorKind};
 use super::{Policy, Retries};
 use crate::breaker::{Classify, ErrIsFailure, Outcome, WindowStorage};
@@ -417,11 +417,7 @@ pub struct MakeMut<F>(Option<F>);
 
 impl<F: FnMut() -> Fut, Fut: Future> Dispatch for MakeMut<F> {
     type Future = Fut;
-    fn poll_dispatch<T: Timer>(
-        &mut self,
-        _: Spare<'_, T>,
-        _: &mut Context<'_>,
-    ) -> Poll<Result<Fut, Fut::Output>> {
+    fn poll_dispatch(&mut self, _: &mut Context<'_>) -> Poll<Result<Fut, Fut::Output>> {
         let make = self
             .0
             .as_mut()

@@ -317,9 +317,8 @@ pub struct ServiceHedge<S, Req> {
 
 impl<S: Service<Req>, Req: Clone> Dispatch for ServiceHedge<S, Req> {
     type Future = S::Future;
-    fn poll_dispatch<T: Timer>(
+    fn poll_dispatch(
         &mut self,
-        _: policy::Spare<'_, T>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
         let svc = self

@@ -355,8 +355,7 @@ pub(super) mod dispatch {
 
     use tower_service::Service;
 
-    use crate::clock::Timer;
-    use crate::policy::{Dispatch, Redispatch, Spare};
+    use crate::policy::{Dispatch, Redispatch};
 
     /// The inner service and the request: readied and called once the
     /// policy lets the call through.
@@ -368,9 +367,8 @@ pub(super) mod dispatch {
 
     impl<S: Service<Req>, Req> Dispatch for ServiceCall<S, Req> {
         type Future = S::Future;
-        fn poll_dispatch<T: Timer>(
+        fn poll_dispatch(
             &mut self,
-            _: Spare<'_, T>,
             cx: &mut Context<'_>,
         ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
             let svc = self
@@ -419,9 +417,8 @@ pub(super) mod dispatch {
 
     impl<S: Service<Req>, Req: Clone> Dispatch for ServiceRetry<S, Req> {
         type Future = S::Future;
-        fn poll_dispatch<T: Timer>(
+        fn poll_dispatch(
             &mut self,
-            _: Spare<'_, T>,
             cx: &mut Context<'_>,
         ) -> Poll<Result<S::Future, Result<S::Response, S::Error>>> {
             let svc = self
