@@ -404,7 +404,10 @@ impl<W: WindowStorage> Window<W> {
         }
         // Saturated: the bucket's rates are those of its first calls, and
         // this one is not counted (as in `record_time`: nothing written).
-        count == COUNT_MAX || c.compare_exchange_weak(v, v + 1, AcqRel, Acquire).is_ok()
+        // A strong compare-and-swap: a weak one's spurious failure would
+        // send the success the long way for nothing (and on x86 they are
+        // the same instruction).
+        count == COUNT_MAX || c.compare_exchange(v, v + 1, AcqRel, Acquire).is_ok()
     }
 
     /// Records `kind` for generation `gen` at `now_ns`. Returns the counts
