@@ -20,10 +20,10 @@
 //! |---|---|---|---|---|---|---|
 //! | call unguarded (baseline) | 2 572 | 304 | 0 | 2 644 | 308 | 0 |
 //! | **bulkhead + breaker**, fail-fast, no `alloc`, no global allocator (`--features no-deadline`) | 6 432 | 684 | **+3 860** | 6 708 | 688 | **+4 064** |
-//! | + deadline (`deadline::timeout`): the default build | 8 432 | 760 | +5 860 | 8 640 | 764 | +5 996 |
+//! | + deadline (`deadline::timeout`): the default build | 8 412 | 760 | +5 840 | 8 640 | 764 | +5 996 |
 //! | **+ a wait of up to 15 ms for a slot** (`acquire_timeout`), still no `alloc` and no global allocator (`--features wait`) | 11 628 | 760 | +9 056 | 12 668 | 764 | +10 024 |
-//! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 744 | 8 984 | +9 172 | 12 792 | 8 988 | +10 148 |
-//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 152 | 2 984 | +4 580 | 7 536 | 3 000 | +4 892 |
+//! | the same wait with `alloc` + embedded-alloc (8 KiB heap) (`--features heap`) | 11 744 | 8 984 | +9 172 | 12 796 | 8 988 | +10 152 |
+//! | **bulkhead + breaker + rate limiter** (`check()` first, 10/s, burst 3; `--features no-deadline,rate`) | 7 152 | 2 984 | +4 580 | 7 532 | 3 000 | +4 888 |
 //! | the same, the limiter's 64-bit word with interrupts disabled (`--features no-deadline,rate,single-core-atomics`) | 6 796 | 836 | +4 224 | 7 196 | 840 | +4 552 |
 //! | the `wait` build + a wait of up to 15 ms for a cell (`acquire_timeout`; `--features wait,rate`) | 14 076 | 3 084 | +11 504 | 15 756 | 3 064 | +13 112 |
 //!
@@ -66,7 +66,7 @@
 //!
 //! | the limiter | flash `"z"` | RAM `"z"` | flash `"s"` | RAM `"s"` |
 //! |---|---|---|---|---|
-//! | `check()`, fail-fast (`rate` − `no-deadline`) | +720 | +2 300 | +828 | +2 312 |
+//! | `check()`, fail-fast (`rate` − `no-deadline`) | +720 | +2 300 | +824 | +2 312 |
 //! | `check()`, word with interrupts disabled (`rate-1core` − `no-deadline`) | **+364** | **+152** | +488 | +152 |
 //! | a wait of up to 15 ms for a cell (`rate-wait` − `wait`) | +2 448 | +2 324 | +3 088 | +2 300 |
 //!
@@ -101,8 +101,8 @@
 //!
 //! | QEMU machine | chip | core, target | tick | scenario image |
 //! |---|---|---|---|---|
-//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 48 732 B flash, 3 136 B RAM |
-//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 52 284 B flash, 960 B RAM |
+//! | `netduinoplus2` | STM32F405 | Cortex-M4F, `thumbv7em-none-eabihf`: no 64-bit atomics, so the rate limiter's word goes through portable-atomic's fallback lock table (2 144 B of the RAM) | SysTick, from the 168 MHz core clock QEMU models | 49 096 B flash, 3 136 B RAM |
+//! | `microbit` | nRF51822 | Cortex-M0, `thumbv6m-none-eabi`: no compare-and-swap, so watertight's atomics go through portable-atomic's critical-section fallback (cortex-m's single-core critical section) | TIMER0 at 1 MHz, through embassy's nrf-pac: the nRF51 has no SysTick (QEMU's model has one, and it ticks, but firmware for the chip cannot use it), and embassy-nrf's own driver runs on RTC1, which QEMU does not emulate | 52 760 B flash, 960 B RAM |
 //!
 //! One task runs the checks in order on embassy time: a `static` bulkhead of
 //! 2 refuses the third call and takes the next after a release; a wait for a
