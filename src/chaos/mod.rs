@@ -62,9 +62,8 @@
 //!
 //! Disabled: one relaxed load and a branch. Through
 //! [`Policy::call_injected`](crate::policy::Policy::call_injected) that is
-//! all — the policy polls the call's own future —, 1.03–1.09× a policy
-//! call on `ManualClock` that does nothing else (about 25 instructions,
-//! 1–2 ns; 1.067 as measured last);
+//! all — the policy polls the call's own future —, 1.04× a policy call
+//! on `ManualClock` that does nothing else (14 instructions, about 1 ns);
 //! through [`inject`](Injector::inject) the call also sits in a wrapper
 //! future, 1.09–1.14× ([the table](crate::guide::benchmarks#fault-injection)). Nothing
 //! beside a call that leaves the process. Enabled: one

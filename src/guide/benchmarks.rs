@@ -1220,21 +1220,28 @@
 //! draw replaced by a `panic!` (a call that never returns) measured 1.033
 //! in the second layout, and a closure that only checks the flag,
 //! `call(|| { if off.is_enabled() { panic!() } ready })`, 1.011–1.022.
-//! **The submitted build** asks the start, before the breaker's unwind
-//! guard, whether it has anything to do (`before`: the stage, and the
-//! flag while fresh) and runs it out of line only then, its permit kept
-//! in the future meanwhile: 26 instructions added, **1.067** in two runs
-//! (the plain call 21.8 ns, `call_injected` 23.3 ns, `inject` 1.143).
+//! Then the start was asked, before the breaker's unwind guard, whether
+//! it had anything to do (`before`: the start's stage, and the flag while
+//! fresh), running it out of line only then: 26 instructions added,
+//! 1.067. **The submitted build** asks `before` at the top of the call's
+//! poll, and a start that has something to do takes a copy of the whole
+//! poll of its own, out of line: the plain poll gains one branch and a
+//! call in tail position, with nothing kept across it. 14 instructions
+//! added, **1.044** in two runs (the plain call 21.8 ns, `call_injected`
+//! 22.8 ns, `inject` 1.142), and a third, 1.044; with functions and
+//! branch targets aligned as above, 1.032 in two runs. Enabled at rate 0
+//! the out-of-line copy costs a little: 1.624 against `inject`'s 1.558.
 //!
 //! How to read it:
 //!
-//! - **Disabled, `call_injected` costs 1.03–1.09× a policy call that does
-//!   nothing else (1–2 ns), depending on where the code falls; 1.067 as
-//!   submitted: the 1.05× aimed for held in one layout and not in the
-//!   others.** The policy polls the call's own future; what is added is
-//!   the flag's load and its branch, the start's stage, and the registers
-//!   saved around the out-of-line start, which has to return to the
-//!   policy's poll. An injected
+//! - **Disabled, `call_injected` costs 1.04× a policy call that does
+//!   nothing else (1 ns, 14 instructions): within the 1.05× aimed for.**
+//!   The policy polls the call's own future; what is added is the start's
+//!   stage and the flag, read at the top of each poll, and a branch to the
+//!   out-of-line copy of the poll that a start with something to do takes.
+//!   Earlier forms, with the start's work inside the plain poll, cost
+//!   1.03–1.09× by code layout: registers saved around a call that
+//!   returns into it. An injected
 //!   latency sleeps in the policy's slot-wait sleep, idle once the call
 //!   starts, so the future keeps no room for a sleep of its own.
 //! - **Through `inject`, a wrapper future, 1.09–1.14× (2–3 ns).** The
@@ -1246,11 +1253,12 @@
 //!   policy at all).
 //! - Against any call that leaves the process either is noise: the plain
 //!   loopback HTTP round trip of [deadlines across the
-//!   wire](#deadlines-across-the-wire) is 45 µs, 15 000 times the 2 ns.
+//!   wire](#deadlines-across-the-wire) is 45 µs, 15 000 times the 2–3 ns of `inject`.
 //!   Leave an injector in a build disabled, and turn it on for a game day.
 //! - Enabled at rate 0, each call takes its draw and is counted: two
-//!   atomic read-modify-writes, about 10 ns here, 1.43× the bare policy
-//!   call through `call_injected` (1.48× through `inject`). That is the
+//!   atomic read-modify-writes, about 10–13 ns here: 1.56× the bare
+//!   policy call through `inject`, 1.62× through `call_injected` (whose
+//!   enabled calls take the out-of-line poll). That is the
 //!   price of every call's being counted and replayable while the injector
 //!   is on.
 //!

@@ -386,9 +386,38 @@ where
     }
 
     /// The poll itself, handing its output and the verdict to `to` (each
-    /// caller's own output is built in place, not moved out of a pair).
+    /// caller's own output is built in place, not moved out of a pair). A
+    /// start with something to do before the call (an injected fault) takes
+    /// a copy of the poll of its own, out of line: the plain call's poll
+    /// then has one branch more and nothing else, no call that returns
+    /// into it and no register kept across one.
     #[inline(always)]
     fn poll_to<O>(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        to: impl FnOnce(Result<T, Error<E>>, Option<Outcome>) -> O,
+    ) -> Poll<O> {
+        if self.as_mut().project().dispatch.before() {
+            return self.poll_to_before(cx, to);
+        }
+        self.poll_body::<false, O>(cx, to)
+    }
+
+    /// [`poll_to`](Self::poll_to) for a start with something to do first.
+    #[cold]
+    #[inline(never)]
+    fn poll_to_before<O>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        to: impl FnOnce(Result<T, Error<E>>, Option<Outcome>) -> O,
+    ) -> Poll<O> {
+        self.poll_body::<true, O>(cx, to)
+    }
+
+    /// The poll's body; `BEFORE`: whether the start may have something to
+    /// do before the call is made.
+    #[inline(always)]
+    fn poll_body<const BEFORE: bool, O>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         to: impl FnOnce(Result<T, Error<E>>, Option<Outcome>) -> O,
@@ -407,7 +436,7 @@ where
             },
         };
         // The call, polled once before its timeout is armed.
-        match poll_in_breaker(&mut this, admitted, cx) {
+        match poll_in_breaker::<BEFORE, _, _, _, _, _>(&mut this, admitted, cx) {
             Poll::Ready(Ok((result, outcome))) => {
                 settle(&mut this, None, outcome);
                 let out = result.map_err(|e| Error::new(name, ErrorKind::Call(e)));
@@ -613,7 +642,7 @@ fn settle<R: Handle, D: Dispatch, K>(
 /// the outcome recorded, once, and handed on with the result. `admitted`:
 /// the permit [`admit`] took in this same poll; `None`, the one kept.
 #[inline(always)]
-fn poll_in_breaker<R: Handle, D: Dispatch, K, T, E>(
+fn poll_in_breaker<const BEFORE: bool, R: Handle, D: Dispatch, K, T, E>(
     this: &mut CallProj<'_, R, D, K>,
     admitted: Option<Raw>,
     cx: &mut Context<'_>,
@@ -628,7 +657,7 @@ where
     // branch here for a plain call. Its permit waits in the future, where
     // an unwind out of it records a failure as the future drops.
     let mut before = Poll::Ready(Ok(()));
-    if this.dispatch.before() {
+    if BEFORE && this.dispatch.before() {
         this.admission.keep_admitted(admitted.take());
         // The slot wait is over: its sleep is the start's to use.
         let spare = Spare {
