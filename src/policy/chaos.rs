@@ -90,23 +90,11 @@ where
         }
     }
 
-    #[inline(never)]
+    // A first poll while enabled (its draw), or a later one: `Ok` to make
+    // the call now, `Err` with an injected error or outcome in its place,
+    // `Pending` during a latency or a hang. Reached only through the
+    // policy's out-of-line poll for such starts.
     fn poll_before<T: Timer>(
-        &mut self,
-        spare: Spare<'_, T>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), O>> {
-        self.start_or_resume(spare, cx)
-    }
-}
-
-impl<C, O, F> Injected<'_, C, O, F> {
-    /// A first poll while enabled (its draw), or a later one: `Ok` to make
-    /// the call now, `Err` with an injected error or outcome in its place,
-    /// `Pending` during a latency or a hang.
-    #[cold]
-    #[inline(never)]
-    fn start_or_resume<T: Timer>(
         &mut self,
         spare: Spare<'_, T>,
         cx: &mut Context<'_>,
@@ -123,7 +111,7 @@ impl<C, O, F> Injected<'_, C, O, F> {
                     let until = clock.now().saturating_add(self.chaos.latency());
                     sleep.set(Some(clock.sleep_until(until)));
                     self.stage = Stage::Sleeping;
-                    self.start_or_resume(Spare { clock, sleep }, cx)
+                    self.poll_before(Spare { clock, sleep }, cx)
                 }
                 Some(Fault::Hang) => {
                     self.stage = Stage::Hung;
